@@ -1,0 +1,3 @@
+from dtune.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,46 @@
+"""What to fetch: ``FileSpec`` (one file) and ``Dataset`` (many).
+
+Discovery (``dtune.discovery``) turns a source — a file URL, a directory
+listing, a URL list, a Metalink — into a ``Dataset``. The engine only reads
+these objects; it never parses listings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class FileSpec:
+    """One file to fetch.
+
+    url       absolute http(s) URL, already percent-encoded for the request line
+    relpath   relative output path with '/' separators, already checked safe
+              (see ``dtune.discovery.paths.safe_relpath``)
+    size      bytes, when the source says so (None = learn it from the response)
+    sha256    lowercase hex digest when the source gives one
+    mirrors   other URLs serving the same bytes (MDTP uses them)
+    mtime     seconds since the epoch, when known
+    """
+
+    url: str
+    relpath: str
+    size: int | None = None
+    sha256: str | None = None
+    mirrors: list[str] = field(default_factory=list)
+    mtime: float | None = None
+
+
+@dataclass(slots=True)
+class Dataset:
+    files: list[FileSpec] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int | None:
+        if any(f.size is None for f in self.files):
+            return None
+        return sum(f.size or 0 for f in self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)

@@ -1,0 +1,38 @@
+"""dtune's own exceptions. Third-party errors become one of these at the boundary.
+
+Every message starts with the operation and names the file, e.g.
+``range 3 of big.bin: server sent 200 to a Range request``.
+"""
+
+from __future__ import annotations
+
+
+class DtuneError(Exception):
+    """Base class: a failure dtune reports as one line, never a traceback."""
+
+
+class UsageError(DtuneError):
+    """Bad command-line input (exit code 2)."""
+
+
+class UnsafePathError(DtuneError):
+    """A name from an untrusted listing would land outside the output directory."""
+
+
+class DiscoveryError(DtuneError):
+    """A source could not be listed (bad listing, unreachable, unsupported)."""
+
+
+class HTTPError(DtuneError):
+    """An HTTP exchange failed. ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ProtocolError(HTTPError):
+    """The peer broke HTTP/1.1 (garbage status line, bad framing, mismatched Content-Range)."""
