@@ -1,0 +1,108 @@
+"""Output paths from untrusted listings.
+
+Every name dtune writes comes from a server or a file someone else wrote, so
+it is checked twice:
+
+1. ``safe_relpath(name)`` — pure string check, no file system. It turns a
+   listing's name into a canonical relative path ('/'-separated, no empty or
+   '.' components) or raises ``UnsafePathError``. It refuses anything that
+   could mean "somewhere else" on any platform dtune might write to: absolute
+   paths, drive letters, '..', backslashes (a separator on Windows), control
+   characters (NUL truncates C strings; newlines forge log lines), lone
+   surrogates (a name that was not valid UTF-8), and components longer than
+   common file systems accept (ext4, XFS, NTFS, APFS: 255 bytes). Spaces and
+   any printable unicode are fine.
+2. ``resolve_inside(outdir, relpath)`` — at write time, follows symlinks that
+   already exist under ``outdir`` and refuses a path whose real location is
+   not inside it (a listing cannot plant symlinks, but an earlier run or the
+   user may have).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+
+from dtune.errors import UnsafePathError
+
+# Longest component most file systems accept (NAME_MAX on Linux), in bytes.
+MAX_COMPONENT_BYTES = 255
+# PATH_MAX on Linux; a longer relative path cannot be opened in one call.
+MAX_PATH_BYTES = 4096
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+# Unicode categories refused anywhere in a name: control characters (Cc),
+# lone surrogates (Cs: bytes that were not UTF-8) and the line/paragraph
+# separators (Zl, Zp) that would split a one-line message.
+_REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "not valid UTF-8", "Zl": "line separator",
+                       "Zp": "paragraph separator"}
+
+
+def relpath_problem(name: object) -> tuple[str | None, str | None]:
+    """``(relpath, None)`` when ``name`` is safe, else ``(None, reason)``. Never raises."""
+    if not isinstance(name, str):
+        return None, f"not a string ({type(name).__name__})"
+    if name == "":
+        return None, "empty name"
+    for ch in name:
+        category = unicodedata.category(ch)
+        if category in _REFUSED_CATEGORIES:
+            return None, f"{_REFUSED_CATEGORIES[category]} U+{ord(ch):04X}"
+    if "\\" in name:
+        return None, "backslash in name"
+    if name.startswith("/"):
+        return None, "absolute path"
+    parts = []
+    for part in name.split("/"):
+        if part in ("", "."):
+            continue  # 'a//b', './a', 'a/' are harmless spellings of 'a/b', 'a', 'a'
+        if part == "..":
+            return None, "'..' component"
+        if _DRIVE.match(part):
+            return None, "drive letter"
+        if len(part.encode("utf-8")) > MAX_COMPONENT_BYTES:
+            return None, f"component longer than {MAX_COMPONENT_BYTES} bytes"
+        parts.append(part)
+    if not parts:
+        return None, "no name left after removing '.' components"
+    relpath = "/".join(parts)
+    if len(relpath.encode("utf-8")) > MAX_PATH_BYTES:
+        return None, f"path longer than {MAX_PATH_BYTES} bytes"
+    return relpath, None
+
+
+def safe_relpath(name: str) -> str:
+    """Canonical '/'-separated relative path for an untrusted ``name``.
+
+    Raises ``UnsafePathError("unsafe path NAME: REASON")`` for absolute paths,
+    drive letters, '..' components, backslashes, control characters, empty
+    names and names that are only '.'; ``a//b`` and ``./a`` become ``a/b``
+    and ``a``.
+    """
+    relpath, reason = relpath_problem(name)
+    if relpath is None:
+        raise UnsafePathError(f"unsafe path {name!r}: {reason}")
+    return relpath
+
+
+def resolve_inside(outdir: str | os.PathLike[str], relpath: str) -> Path:
+    """Where ``relpath`` goes under ``outdir``: ``realpath(outdir) / relpath``.
+
+    Checks ``relpath`` with ``safe_relpath`` first, then resolves the result
+    following any symlinks that exist now and raises ``UnsafePathError`` if
+    the real location is not strictly inside ``outdir``. The returned path
+    keeps ``relpath``'s own spelling under the resolved ``outdir`` (so a
+    writer that renames onto it replaces a symlink rather than its target).
+    """
+    clean = safe_relpath(relpath)
+    root = Path(outdir).resolve()
+    target = root.joinpath(*clean.split("/"))
+    try:
+        real = target.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop (Python 3.11/3.12)
+        raise UnsafePathError(f"unsafe path {relpath!r}: cannot resolve under {str(root)!r}: {exc}") from None
+    if real == root or not real.is_relative_to(root):
+        raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {str(real)!r}, outside {str(root)!r}")
+    return target
