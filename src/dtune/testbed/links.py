@@ -1,0 +1,256 @@
+"""Link back-ends: how packets get from the client namespace to a server namespace.
+
+``TunLinks``   two TUN devices per link and the userspace emulator process
+               (``dtune.testbed.emulator``); works on kernels without netem.
+``NetemLinks`` a veth pair per link with a ``netem`` qdisc on each end; used
+               only when the kernel has netem (``netem_available``).
+
+Both give link i the addresses ``10.77.i.1`` (client, interface ``wan<i+1>``)
+and ``10.77.i.2`` (server ``srv<i+1>``, interface ``wan0``), a /30 each. The
+addresses exist only inside the run's namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dtune.errors import DtuneError
+from dtune.testbed import netns
+from dtune.testbed.scenario import Link
+from dtune.testbed.tun import open_tun
+
+if TYPE_CHECKING:
+    from dtune.testbed.testbed import Testbed
+
+TXQUEUELEN = 1000
+
+
+def client_addr(index: int) -> str:
+    return f"10.77.{index}.1"
+
+
+def server_addr(index: int) -> str:
+    return f"10.77.{index}.2"
+
+
+def control_request(path: str | Path, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
+    """Send one JSON request to an emulator's control socket and return its reply."""
+    what = f"testbed control {path}"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            s.sendall(json.dumps(request).encode() + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+    except (OSError, TimeoutError) as exc:
+        raise DtuneError(f"{what}: {exc.strerror or exc}") from None
+    try:
+        reply = json.loads(buf)
+    except ValueError:
+        raise DtuneError(f"{what}: no reply") from None
+    if not reply.get("ok"):
+        raise DtuneError(f"{what}: {reply.get('error', 'request failed')}")
+    return reply
+
+
+def _link_commands(index: int, side: str, dev: str, mtu: int) -> list[str]:
+    """ip -batch lines that name, address and raise one end of link ``index``."""
+    if side == "client":
+        name, addr = f"wan{index + 1}", client_addr(index)
+    else:
+        name, addr = "wan0", server_addr(index)
+    return [f"link set dev {dev} name {name}",
+            f"link set dev {name} mtu {mtu} txqueuelen {TXQUEUELEN}",
+            f"addr add {addr}/30 dev {name}",
+            f"link set dev {name} up"]
+
+
+class TunLinks:
+    """TUN devices + the userspace emulator process."""
+
+    name = "tun"
+
+    def __init__(self, tb: Testbed) -> None:
+        self.tb = tb
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.control = str(netns.run_dir(tb.id) / "ctl.sock")
+        self._watch_w: int | None = None
+
+    def setup(self) -> None:
+        tb = self.tb
+        fds: list[int] = []
+        link_cfg = []
+        per_ns: dict[str, list[str]] = {}
+        try:
+            for i, link in enumerate(tb.links):
+                tag = secrets.token_hex(4)
+                cdev, sdev = f"dtt{tag}c", f"dtt{tag}s"
+                cfd = open_tun(cdev)
+                fds.append(cfd)
+                sfd = open_tun(sdev)
+                fds.append(sfd)
+                netns.ip_batch([f"link set dev {cdev} netns {tb.client_ns}",
+                                f"link set dev {sdev} netns {tb.server_ns(i)}"],
+                               what=f"testbed {tb.id}: link {i}")
+                per_ns.setdefault(tb.client_ns, []).extend(_link_commands(i, "client", cdev, tb.mtu))
+                per_ns.setdefault(tb.server_ns(i), []).extend(_link_commands(i, "server", sdev, tb.mtu))
+                link_cfg.append({"rate_mbit": link.rate_mbit, "rtt_ms": link.rtt_ms,
+                                 "queue_bytes": link.queue_bytes(tb.mtu), "loss": link.loss,
+                                 "queue_auto": link.queue_kb is None, "client_fd": cfd, "server_fd": sfd})
+            for ns, commands in per_ns.items():
+                netns.ip_batch(commands, what=f"testbed {tb.id}: {ns}", netns=ns)
+            self._spawn(link_cfg, fds)
+        finally:
+            for fd in fds:  # the emulator holds its own copies now
+                os.close(fd)
+
+    def _spawn(self, link_cfg: list[dict[str, Any]], fds: list[int]) -> None:
+        tb = self.tb
+        config: dict[str, Any] = {"links": link_cfg, "mtu": tb.mtu, "control": self.control,
+                                  "run_id": tb.id, "seed": tb.seed, "owns_run": tb.detach}
+        pass_fds = list(fds)
+        watch_r = None
+        if not tb.detach:
+            watch_r, self._watch_w = os.pipe()
+            config["watch_fd"] = watch_r
+            pass_fds.append(watch_r)
+        log = open(netns.run_dir(tb.id) / "emulator.log", "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "dtune.testbed.emulator", json.dumps(config)],
+                pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True)
+        finally:
+            log.close()
+            if watch_r is not None:
+                os.close(watch_r)
+        deadline = time.monotonic() + 10.0
+        while True:
+            if self.proc.poll() is not None:
+                tail = (netns.run_dir(tb.id) / "emulator.log").read_text(errors="replace").strip()
+                last = tail.splitlines()[-1] if tail else f"exit code {self.proc.returncode}"
+                raise DtuneError(f"testbed {tb.id}: link emulator did not start: {last}")
+            if os.path.exists(self.control):
+                with contextlib.suppress(DtuneError):
+                    control_request(self.control, {"op": "ping"}, timeout=1.0)
+                    return
+            if time.monotonic() > deadline:
+                raise DtuneError(f"testbed {tb.id}: link emulator did not answer within 10 s")
+            time.sleep(0.01)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def set(self, index: int, change: dict[str, Any]) -> dict[str, Any]:
+        return control_request(self.control, {"op": "set", "link": index, **change})["link"]
+
+    def stats(self) -> list[dict[str, Any]]:
+        return control_request(self.control, {"op": "stats"})["links"]
+
+    def close(self) -> None:
+        """Stop the emulator (its TUN devices vanish with it)."""
+        if self._watch_w is not None:
+            # Closing the pipe alone would make the emulator tear the run
+            # down itself; SIGTERM first says "stop, the owner cleans up".
+            proc = self.proc
+            if proc and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(3.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            os.close(self._watch_w)
+            self._watch_w = None
+        elif self.proc and self.proc.poll() is None and not self.tb.detach:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def netem_available(netns_name: str) -> bool:
+    """True when ``tc netem`` works in this kernel (probed on ``lo`` of our own namespace)."""
+    probe = netns.run_cmd(["tc", "-n", netns_name, "qdisc", "add", "dev", "lo", "root", "netem",
+                           "delay", "1ms"], what="netem probe", check=False)
+    if probe.returncode != 0:
+        return False
+    netns.run_cmd(["tc", "-n", netns_name, "qdisc", "del", "dev", "lo", "root"],
+                  what="netem probe", check=False)
+    return True
+
+
+def netem_args(link: Link, mtu: int) -> list[str]:
+    """The netem parameters for one direction of ``link``.
+
+    netem's ``limit`` counts every packet it holds, including those still
+    "on the wire" (delayed), so it is the one-way BDP plus the queue, in MTUs.
+    """
+    one_way = link.rate_mbit * 1e6 / 8 * link.rtt_ms / 2000
+    limit = max(16, math.ceil((one_way + link.queue_bytes(mtu)) / mtu))
+    args = ["delay", f"{link.rtt_ms / 2:g}ms", "rate", f"{link.rate_mbit:g}mbit", "limit", str(limit)]
+    if link.loss:
+        args += ["loss", "random", f"{link.loss * 100:g}%"]
+    return args
+
+
+class NetemLinks:
+    """A veth pair per link with netem on both ends (kernels that have netem)."""
+
+    name = "netem"
+    pid = None
+    control = None
+
+    def __init__(self, tb: Testbed) -> None:
+        self.tb = tb
+
+    def setup(self) -> None:
+        tb = self.tb
+        for i, link in enumerate(tb.links):
+            tag = secrets.token_hex(4)
+            cdev, sdev = f"dtv{tag}c", f"dtv{tag}s"
+            netns.ip_batch([f"link add {cdev} type veth peer name {sdev}",
+                            f"link set dev {cdev} netns {tb.client_ns}",
+                            f"link set dev {sdev} netns {tb.server_ns(i)}"],
+                           what=f"testbed {tb.id}: link {i}")
+            netns.ip_batch(_link_commands(i, "client", cdev, tb.mtu), what=f"testbed {tb.id}: link {i}",
+                           netns=tb.client_ns)
+            netns.ip_batch(_link_commands(i, "server", sdev, tb.mtu), what=f"testbed {tb.id}: link {i}",
+                           netns=tb.server_ns(i))
+            self._qdisc(i, link, "add")
+
+    def _qdisc(self, index: int, link: Link, verb: str) -> None:
+        tb = self.tb
+        for ns, dev in ((tb.client_ns, f"wan{index + 1}"), (tb.server_ns(index), "wan0")):
+            netns.run_cmd(["tc", "-n", ns, "qdisc", verb, "dev", dev, "root", "netem",
+                           *netem_args(link, tb.mtu)], what=f"testbed {tb.id}: link {index}")
+
+    def set(self, index: int, change: dict[str, Any]) -> dict[str, Any]:
+        if change.get("direction"):
+            raise DtuneError("testbed: the netem back-end changes both directions only")
+        values = {k: v for k, v in change.items() if v is not None and k != "direction"}
+        link = replace(self.tb.links[index], **values)
+        self._qdisc(index, link, "change")
+        return {"rate_mbit": link.rate_mbit, "rtt_ms": link.rtt_ms, "loss": link.loss,
+                "queue_bytes": link.queue_bytes(self.tb.mtu)}
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [{} for _ in self.tb.links]
+
+    def close(self) -> None:
+        pass  # veth pairs go away with their namespaces

@@ -1,0 +1,203 @@
+"""Link profiles and scenario files: what the emulated WAN looks like.
+
+A scenario is one client namespace and k server namespaces, one emulated
+link each (the client is the host with k WAN paths; server N sits behind
+link N-1). It is written in TOML::
+
+    [client]                 # the downloading host
+    tcp_rmem_max = 524288    # bytes; caps the receive window of one stream
+    tcp_wmem_max = 524288    # bytes
+    mtu = 9000               # of every emulated link
+
+    [server]                 # optional, applies to every server namespace
+    tcp_wmem_max = 4194304
+
+    [[link]]                 # one per server, in order: srv1, srv2, ...
+    rate_mbit = 1000         # serialisation rate, each direction
+    rtt_ms = 40              # round-trip propagation delay (RTT/2 each way)
+    queue_kb = 5000          # drop-tail limit, KiB per direction (default 1 BDP)
+    loss = 0.0               # random loss per packet, fraction (0.01 = 1 %)
+
+Other tables (``[bench]``, ``[[dataset]]``, ``[[tool]]`` ...) belong to other
+readers and are ignored here; unknown *keys* inside ``[[link]]``,
+``[client]`` and ``[server]`` are errors, because a typo there would silently
+change an experiment.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from dtune.errors import DtuneError
+
+DEFAULT_MTU = 9000
+# A queue shorter than this many full-size packets makes even a LAN link drop
+# bursts that a real switch port (hundreds of KB of buffer) would absorb.
+MIN_QUEUE_PACKETS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One emulated path between the client and one server.
+
+    rate_mbit   link rate in Mbit/s (10^6 bit/s), applied to each direction
+    rtt_ms      round-trip propagation delay; each direction gets rtt_ms / 2
+    queue_kb    drop-tail queue limit per direction in KiB; None = one
+                bandwidth-delay product, at least ``MIN_QUEUE_PACKETS`` MTUs
+    loss        probability that a packet is dropped at random (0 <= loss < 1)
+    """
+
+    rate_mbit: float = 1000.0
+    rtt_ms: float = 0.0
+    queue_kb: float | None = None
+    loss: float = 0.0
+
+    def __post_init__(self) -> None:
+        check_link_values(rate_mbit=self.rate_mbit, rtt_ms=self.rtt_ms,
+                          queue_kb=self.queue_kb, loss=self.loss)
+
+    def bdp_bytes(self) -> int:
+        return int(self.rate_mbit * 1e6 / 8 * self.rtt_ms / 1000)
+
+    def queue_bytes(self, mtu: int = DEFAULT_MTU) -> int:
+        """The drop-tail limit in bytes (explicit, or 1 BDP with a floor)."""
+        if self.queue_kb is not None:
+            return max(int(self.queue_kb * 1024), mtu)
+        return max(self.bdp_bytes(), MIN_QUEUE_PACKETS * mtu)
+
+    def describe(self) -> str:
+        text = f"{self.rate_mbit:g} Mbit/s, RTT {self.rtt_ms:g} ms"
+        if self.queue_kb is not None:
+            text += f", queue {self.queue_kb:g} KiB"
+        if self.loss:
+            text += f", loss {self.loss * 100:g} %"
+        return text
+
+
+def check_link_values(*, rate_mbit: float | None = None, rtt_ms: float | None = None,
+                      queue_kb: float | None = None, loss: float | None = None) -> None:
+    """Reject values that make no physical sense (raises DtuneError)."""
+    if rate_mbit is not None and not rate_mbit > 0:
+        raise DtuneError(f"link: rate_mbit must be > 0, got {rate_mbit}")
+    if rtt_ms is not None and not 0 <= rtt_ms <= 60_000:
+        raise DtuneError(f"link: rtt_ms must be between 0 and 60000, got {rtt_ms}")
+    if queue_kb is not None and not queue_kb > 0:
+        raise DtuneError(f"link: queue_kb must be > 0, got {queue_kb}")
+    if loss is not None and not 0 <= loss < 1:
+        raise DtuneError(f"link: loss is a fraction between 0 and 1 (0.01 = 1 %), got {loss}")
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    """Per-namespace TCP buffer caps (the third value of tcp_rmem / tcp_wmem).
+
+    None keeps the kernel's default for a new namespace. The client's
+    ``tcp_rmem_max`` is what makes one stream window-limited on a long link,
+    as on the real WANs the tuners are meant for.
+    """
+
+    tcp_rmem_max: int | None = None
+    tcp_wmem_max: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tcp_rmem_max", "tcp_wmem_max"):
+            value = getattr(self, name)
+            if value is not None and not 4096 <= value <= 1 << 30:
+                raise DtuneError(f"{name} must be between 4096 and 2^30 bytes, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """Everything the testbed needs to build one emulated WAN."""
+
+    links: tuple[Link, ...]
+    client: HostConfig = field(default_factory=HostConfig)
+    server: HostConfig = field(default_factory=HostConfig)
+    mtu: int = DEFAULT_MTU
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        if not self.links:
+            raise DtuneError(f"scenario {self.name}: needs at least one [[link]]")
+        if len(self.links) > 64:
+            raise DtuneError(f"scenario {self.name}: at most 64 links, got {len(self.links)}")
+        if not 576 <= self.mtu <= 65000:
+            raise DtuneError(f"scenario {self.name}: mtu must be between 576 and 65000, got {self.mtu}")
+
+    def with_link(self, index: int, link: Link) -> Scenario:
+        links = list(self.links)
+        links[index] = link
+        return replace(self, links=tuple(links))
+
+
+_LINK_KEYS = {"rate_mbit", "rtt_ms", "queue_kb", "loss"}
+_CLIENT_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "mtu"}
+_SERVER_KEYS = {"tcp_rmem_max", "tcp_wmem_max"}
+
+
+def _number(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DtuneError(f"{where}: {key} must be a number, got {value!r}")
+    return float(value)
+
+
+def _integer(where: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise DtuneError(f"{where}: {key} must be an integer, got {value!r}")
+    return value
+
+
+def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DtuneError(f"{where}: must be a table")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+    return value
+
+
+def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenario:
+    """Build a Scenario from parsed TOML; tables other than link/client/server are ignored."""
+    raw_links = data.get("link")
+    if not isinstance(raw_links, list) or not raw_links:
+        raise DtuneError(f"scenario {name}: needs at least one [[link]] table")
+    links = []
+    for i, raw in enumerate(raw_links):
+        where = f"scenario {name}: link {i + 1}"
+        raw = _table(where, raw, _LINK_KEYS)
+        kwargs = {k: _number(where, k, v) for k, v in raw.items()}
+        try:
+            links.append(Link(**kwargs))
+        except DtuneError as exc:
+            raise DtuneError(f"{where}: {exc}") from None
+    client = _table(f"scenario {name}: [client]", data.get("client", {}), _CLIENT_KEYS)
+    server = _table(f"scenario {name}: [server]", data.get("server", {}), _SERVER_KEYS)
+
+    def host(where: str, raw: dict[str, Any]) -> HostConfig:
+        values = {k: _integer(where, k, raw[k]) for k in ("tcp_rmem_max", "tcp_wmem_max") if k in raw}
+        try:
+            return HostConfig(**values)
+        except DtuneError as exc:
+            raise DtuneError(f"{where}: {exc}") from None
+
+    mtu = _integer(f"scenario {name}: [client]", "mtu", client.get("mtu", DEFAULT_MTU))
+    return Scenario(links=tuple(links), client=host(f"scenario {name}: [client]", client),
+                    server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario TOML file (link parts only; see the module docstring)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise DtuneError(f"scenario {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DtuneError(f"scenario {path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise DtuneError(f"scenario {path}: {exc.strerror}") from None
+    return scenario_from_dict(data, name=path.stem)
