@@ -27,12 +27,19 @@ class HTTPError(DtuneError):
     """An HTTP exchange failed. ``retryable`` says whether trying again may help."""
 
     def __init__(self, message: str, *, status: int | None = None, retryable: bool = True,
-                 retry_after: float | None = None) -> None:
+                 retry_after: float | None = None, innocent: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.retryable = retryable
         self.retry_after = retry_after
+        # innocent: the request was never answered because of another request's
+        # fate on the same connection; retrying it costs the file nothing
+        self.innocent = innocent
 
 
 class ProtocolError(HTTPError):
     """The peer broke HTTP/1.1 (garbage status line, bad framing, mismatched Content-Range)."""
+
+
+class DiskError(DtuneError):
+    """Writing the output failed (no space, read-only, I/O error)."""

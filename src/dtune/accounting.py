@@ -1,0 +1,191 @@
+"""Accounting: who moved how many bytes, how fast, and how long is left.
+
+Transfer code only bumps integers on the objects it already holds
+(``Meter.bytes += n`` on a channel, ``FileState.received``); it never computes
+a rate. ``Accounting.tick(now)`` — called once a second by the engine with
+its clock — turns counter deltas into smoothed rates, and ``snapshot(now)``
+returns a plain, JSON-ready picture that tuners, the progress display,
+``--json`` events and benchmarks read.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import asdict, dataclass, field
+
+EWMA_ALPHA = 0.3  # weight of the newest one-second sample; ~3 s memory, steady enough for a progress bar
+
+
+class Meter:
+    """Counters for one channel (or anything that moves bytes)."""
+
+    __slots__ = ("bytes", "requests", "source", "partition")
+
+    def __init__(self, source: str, partition: str) -> None:
+        self.bytes = 0
+        self.requests = 0
+        self.source = source
+        self.partition = partition
+
+
+class Rate:
+    """EWMA of a monotonically growing byte counter."""
+
+    __slots__ = ("last_value", "last_time", "value", "inst")
+
+    def __init__(self) -> None:
+        self.last_value: int | None = None
+        self.last_time = 0.0
+        self.value = 0.0
+        self.inst = 0.0
+
+    def update(self, counter: int, now: float, alpha: float = EWMA_ALPHA) -> None:
+        if self.last_value is None:
+            self.last_value, self.last_time = counter, now
+            return
+        dt = now - self.last_time
+        if dt <= 0:
+            return
+        self.inst = (counter - self.last_value) / dt
+        self.value = self.inst if self.value == 0.0 else alpha * self.inst + (1 - alpha) * self.value
+        self.last_value, self.last_time = counter, now
+
+
+@dataclass(slots=True)
+class PartitionView:
+    bytes: int
+    bytes_total: int | None
+    rate: float
+    eta: float | None
+    files_total: int
+    files_done: int
+    channels: int
+    params: dict
+
+
+@dataclass(slots=True)
+class SourceView:
+    bytes: int
+    requests: int
+    rate: float
+
+
+@dataclass(slots=True)
+class Snapshot:
+    elapsed: float
+    bytes: int                 # bytes received in this run
+    bytes_resumed: int         # bytes already on disk from an earlier run (skipped files + journals)
+    bytes_total: int | None    # the dataset's size, when every size is known
+    rate: float                # EWMA, bytes/s
+    rate_inst: float
+    eta: float | None          # seconds
+    files_total: int
+    files_done: int
+    files_skipped: int
+    files_failed: int
+    retries: int
+    channels: int
+    rtt: float | None          # seconds, median of recent connect times
+    partitions: dict[str, PartitionView] = field(default_factory=dict)
+    sources: dict[str, SourceView] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def mbps(self) -> float:
+        return self.rate * 8 / 1e6
+
+
+class Accounting:
+    """Aggregates meters; owns every rate and ETA computation."""
+
+    def __init__(self, *, start: float) -> None:
+        self.start = start
+        self.meters: list[Meter] = []
+        self.bytes_resumed = 0
+        self.bytes_total: int | None = 0
+        self.files_total = 0
+        self.files_done = 0
+        self.files_skipped = 0
+        self.files_failed = 0
+        self.retries = 0
+        self.rtts: deque[float] = deque(maxlen=64)
+        self.partition_totals: dict[str, list[int]] = {}  # name → [bytes_total, files_total, files_done]
+        self.partition_params: dict[str, dict] = {}
+        self._rate = Rate()
+        self._partition_rates: dict[str, Rate] = {}
+        self._source_rates: dict[str, Rate] = {}
+        self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (source, partition) → [bytes, requests]
+        self.open_channels = 0
+
+    # ---- registration (engine) -------------------------------------------
+    def meter(self, source: str, partition: str) -> Meter:
+        m = Meter(source, partition)
+        self.meters.append(m)
+        return m
+
+    def retire(self, m: Meter) -> None:
+        """Fold a closed channel's counters into the totals so the list stays short."""
+        self.meters.remove(m)
+        acc = self._retired_bytes.setdefault((m.source, m.partition), [0, 0])
+        acc[0] += m.bytes
+        acc[1] += m.requests
+
+    def add_rtt(self, seconds: float) -> None:
+        self.rtts.append(seconds)
+
+    # ---- aggregation -------------------------------------------------------
+    def _sums(self) -> tuple[int, dict[str, int], dict[str, list[int]]]:
+        total = 0
+        by_part: dict[str, int] = {}
+        by_source: dict[str, list[int]] = {}
+        items = [((m.source, m.partition), (m.bytes, m.requests)) for m in self.meters]
+        items += [(k, (v[0], v[1])) for k, v in self._retired_bytes.items()]
+        for (source, part), (nbytes, nreq) in items:
+            total += nbytes
+            by_part[part] = by_part.get(part, 0) + nbytes
+            src = by_source.setdefault(source, [0, 0])
+            src[0] += nbytes
+            src[1] += nreq
+        return total, by_part, by_source
+
+    def tick(self, now: float) -> None:
+        total, by_part, by_source = self._sums()
+        self._rate.update(total, now)
+        for name, value in by_part.items():
+            self._partition_rates.setdefault(name, Rate()).update(value, now)
+        for name, (value, _) in by_source.items():
+            self._source_rates.setdefault(name, Rate()).update(value, now)
+
+    def snapshot(self, now: float) -> Snapshot:
+        total, by_part, by_source = self._sums()
+        remaining = None
+        if self.bytes_total is not None:
+            remaining = max(0, self.bytes_total - self.bytes_resumed - total)
+        rate = self._rate.value
+        eta = remaining / rate if remaining is not None and rate > 0 else None
+        channels_by_part: dict[str, int] = {}
+        for m in self.meters:
+            channels_by_part[m.partition] = channels_by_part.get(m.partition, 0) + 1
+        parts = {}
+        for name, (ptotal, pfiles, pdone, presumed) in self.partition_totals.items():
+            got = by_part.get(name, 0)
+            prate = self._partition_rates.get(name, Rate()).value
+            left = max(0, ptotal - presumed - got)
+            parts[name] = PartitionView(
+                bytes=got, bytes_total=ptotal, rate=prate,
+                eta=(left / prate if prate > 0 else None) if left else 0.0,
+                files_total=pfiles, files_done=pdone, channels=channels_by_part.get(name, 0),
+                params=self.partition_params.get(name, {}))
+        sources = {name: SourceView(v[0], v[1], self._source_rates.get(name, Rate()).value)
+                   for name, v in by_source.items()}
+        rtt = statistics.median(self.rtts) if self.rtts else None
+        return Snapshot(
+            elapsed=now - self.start, bytes=total, bytes_resumed=self.bytes_resumed,
+            bytes_total=self.bytes_total, rate=rate, rate_inst=self._rate.inst, eta=eta,
+            files_total=self.files_total, files_done=self.files_done,
+            files_skipped=self.files_skipped, files_failed=self.files_failed,
+            retries=self.retries, channels=self.open_channels, rtt=rtt,
+            partitions=parts, sources=sources)

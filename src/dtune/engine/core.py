@@ -1,0 +1,884 @@
+"""The transfer engine: the only place in dtune that moves bytes.
+
+Theory of operation
+-------------------
+Files are grouped into **partitions** (one, ``"all"``, unless a tuner says
+otherwise). Each partition has its own ``Params`` and a queue of files.
+
+For a partition with ``Params(cc, p, pp)`` the engine runs ``cc`` channel
+**groups**; a group has ``p`` **lanes**; a lane owns at most one TCP
+connection (a ``Channel``) and keeps up to ``pp`` requests outstanding on it.
+A group works on the files it has taken from the queue: a lane asks its
+group for the next piece of work, which is
+
+1. a new range of a file the group already holds, if that file has bytes
+   nobody is fetching and fewer than ``p`` lanes on it (or this lane is
+   already one of them), else
+2. the next ready file from the partition's queue (this is how pipelining
+   overlaps the end of one file with the start of the next), else nothing.
+
+So ``cc`` bounds the files being worked on at once, ``p`` the streams per
+file, ``pp`` the requests in flight per connection. Small files are one
+request each; files above ``split_threshold`` are cut into ranges as
+lanes ask (see ``EngineOptions`` for the sizing rule).
+
+Live re-parameterisation: ``apply()`` adds groups/lanes or marks them
+*retiring*. A retiring lane sends nothing new, lets its outstanding
+responses finish, then closes; a retiring group hands the unassigned part
+of its files back to the queue. Nothing already fetched is fetched again.
+
+Failure handling: a failed request gives its unfetched bytes back to the
+file and the file waits out a backoff (``Retry-After`` honoured); a request
+that lost its connection because of another request's failure is retried
+without penalty. A file fails after ``retries`` consecutive failures that
+brought no new bytes, or at once on a permanent error (404, size changed,
+mismatched checksum, disk error).
+
+The engine's clock is ``loop.time()``; accounting and tuners read
+``snapshot()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtune.accounting import Accounting, Meter, Snapshot
+from dtune.dataset import FileSpec
+from dtune.engine.files import FileState, disk_error
+from dtune.engine.ranges import next_range_size
+from dtune.errors import DiskError, DtuneError, HTTPError, ProtocolError
+from dtune.http.channel import Channel, open_channel
+from dtune.http.message import (
+    Origin,
+    build_request,
+    parse_content_range,
+    parse_retry_after,
+    resolve_location,
+    split_url,
+)
+from dtune.params import EngineOptions, Params
+
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
+
+EventSink = Callable[[dict], None]
+
+
+class StallError(HTTPError):
+    """No byte arrived on a busy connection for ``stall_timeout`` seconds."""
+
+
+# ---------------------------------------------------------------------------
+# one request
+# ---------------------------------------------------------------------------
+class RangeJob:
+    """One request for bytes [start, end) of a file (or the whole file).
+
+    ``pos`` is where the next body byte goes; bytes in [first, pos) are on
+    disk. ``ranged`` says whether a Range header was sent.
+    """
+
+    __slots__ = ("engine", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
+                 "request", "discard", "error", "superseded", "redirected", "journaled", "status",
+                 "fd", "gen")
+
+    def __init__(self, engine: Engine, file: FileState, lane: Lane, start: int, end: int | None,
+                 ranged: bool) -> None:
+        self.engine = engine
+        self.file = file
+        self.lane = lane
+        self.meter = lane.meter
+        self.start = start
+        self.end = end          # None: until the server says (unknown size, whole-file GET)
+        self.pos = start
+        self.first = start
+        self.ranged = ranged
+        self.discard = False
+        self.error: Exception | None = None
+        self.superseded = False   # the file no longer needs these bytes (do not give them back)
+        self.redirected = False   # give the bytes back, no penalty
+        self.journaled = start
+        self.status = 0
+        self.fd = -1
+        self.gen = file.gen       # a restarted or failed file bumps gen: stale responses are dropped
+        self.request = build_request("GET", file.origin, file.target,
+                                     (start, end) if ranged and end is not None else None)
+
+    def describe(self) -> str:
+        f = self.file
+        if not self.ranged:
+            return f.relpath
+        return f"bytes {self.start}-{(self.end or 0) - 1} of {f.relpath}"
+
+    # ---- Exchange protocol (called by Channel) ---------------------------
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
+        self.status = status
+        try:
+            return self._accept(status, headers)
+        except DtuneError as exc:
+            self.error = exc
+            return self._discard_body(headers)
+
+    def _discard_body(self, headers: dict[str, str]) -> bool:
+        """Keep the connection if the unwanted body is small, else drop it."""
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) <= SMALL_ERROR_BODY:
+            self.discard = True
+            return True
+        self.engine._job_failed(self, self.error or ProtocolError("unwanted body"))
+        return False
+
+    def _accept(self, status: int, headers: dict[str, str]) -> bool:
+        f, engine = self.file, self.engine
+        if f.status not in ("active", "queued"):
+            self.superseded = True
+            raise ProtocolError(f"{f.relpath}: no longer wanted")
+        etag = headers.get("etag")
+        if etag and f.journal_etag and etag != f.journal_etag and status in (200, 206):
+            engine._restart_file(f, f"{f.relpath}: changed on the server since the last run")
+            self.superseded = True
+            raise ProtocolError(f"{f.relpath}: changed on the server")
+        if status == 206:
+            return self._accept_partial(headers)
+        if status == 200:
+            return self._accept_full(headers)
+        if status in REDIRECT_STATUSES and headers.get("location"):
+            engine._redirect(self, headers["location"])
+            self.redirected = True
+            raise ProtocolError("redirected")
+        retry_after = parse_retry_after(headers.get("retry-after"), time.time())
+        if status in (429, 503) or status >= 500 or status == 408:
+            raise HTTPError(f"{self.describe()}: server answered {status}", status=status,
+                            retryable=True, retry_after=retry_after)
+        if status == 416:
+            raise HTTPError(f"{self.describe()}: server answered 416 (range not satisfiable; "
+                            f"the file is shorter than {f.size} bytes?)", status=416, retryable=False)
+        raise HTTPError(f"{f.relpath}: server answered {status}", status=status, retryable=False)
+
+    def _accept_partial(self, headers: dict[str, str]) -> bool:
+        f = self.file
+        if not self.ranged:
+            raise ProtocolError(f"{f.relpath}: server sent 206 to a request without Range")
+        cr = headers.get("content-range")
+        if cr is None:
+            raise ProtocolError(f"{self.describe()}: 206 without Content-Range")
+        start, end, total = parse_content_range(cr)
+        want_end = self.end if f.size is not None else min(self.end or 0, total or 0)
+        if start != self.start or end != want_end or total is None:
+            raise ProtocolError(f"{self.describe()}: server sent Content-Range {cr!r} "
+                                f"for Range bytes={self.start}-{(self.end or 0) - 1}", retryable=True)
+        if f.size is not None and total != f.size:
+            raise HTTPError(f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}",
+                            retryable=False)
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) != end - start):
+            raise ProtocolError(f"{self.describe()}: Content-Length {length} does not match "
+                                f"Content-Range {cr!r}")
+        if f.size is None:
+            self.end = end
+            self.engine._learn_size(f, total, self)
+        f.etag = f.etag or headers.get("etag")
+        self._open()
+        return True
+
+    def _accept_full(self, headers: dict[str, str]) -> bool:
+        f = self.file
+        length = headers.get("content-length")
+        if length is not None and not length.isdigit():
+            raise ProtocolError(f"{f.relpath}: bad Content-Length {length[:40]!r}")
+        size = int(length) if length is not None else None
+        if f.size is not None and size is not None and size != f.size:
+            raise HTTPError(f"{f.relpath}: size mismatch: expected {f.size} bytes, "
+                            f"server sends {size}", retryable=False)
+        if self.ranged or f.single_stream:
+            # The server ignored our Range header: this response carries the whole file.
+            if f.full_job is not None and f.full_job is not self:
+                self.superseded = True  # another response already streams the whole file
+                raise ProtocolError(f"{f.relpath}: duplicate whole-file response")
+            self.engine._to_single_stream(f, self)
+        if f.size is None and size is not None:
+            self.engine._learn_size(f, size, self)
+        self.start = self.first = self.pos = self.journaled = 0
+        self.end = f.size
+        self.ranged = False
+        f.etag = f.etag or headers.get("etag")
+        self._open()
+        return True
+
+    def _open(self) -> None:
+        f = self.file
+        if f.fd < 0:
+            f.open_for_write()
+        self.fd = f.fd
+
+    def on_body(self, data: bytes) -> None:
+        if self.discard:
+            return
+        if self.gen != self.file.gen:
+            raise ProtocolError(f"{self.file.relpath}: no longer wanted")
+        n = len(data)
+        pos = self.pos
+        end = self.end
+        if end is not None and pos + n > end:
+            raise ProtocolError(f"{self.describe()}: server sent more bytes than asked for")
+        try:
+            os.pwrite(self.fd, data, pos)
+        except OSError as exc:
+            raise disk_error(self.file.part_path, exc) from None
+        pos += n
+        self.pos = pos
+        self.meter.bytes += n
+        if pos - self.journaled >= self.engine.options.journal_every:
+            self.file.record(self.journaled, pos)
+            self.journaled = pos
+
+    def on_complete(self) -> None:
+        if self.discard:
+            self.engine._job_failed(self, self.error or ProtocolError("discarded"))
+            return
+        f = self.file
+        if self.end is None:  # whole-file stream of unknown length ended
+            self.end = self.pos
+            if f.size is None:
+                self.engine._learn_size(f, self.pos, self)
+        if self.pos != self.end:
+            self.engine._job_failed(self, ProtocolError(
+                f"{self.describe()}: response ended after {self.pos - self.first} of "
+                f"{self.end - self.first} bytes"))
+            return
+        self.engine._job_done(self)
+
+    def on_error(self, exc: Exception) -> None:
+        self.engine._job_failed(self, exc)
+
+    def save_progress(self) -> None:
+        """Journal what this request wrote (called once it ends, either way)."""
+        if (self.pos > self.journaled and self.status in (200, 206) and not self.discard
+                and self.gen == self.file.gen):
+            self.file.record(self.journaled, self.pos)
+            self.journaled = self.pos
+
+
+# ---------------------------------------------------------------------------
+# lanes, groups, partitions
+# ---------------------------------------------------------------------------
+class Lane:
+    """One connection slot: a channel and the requests outstanding on it."""
+
+    def __init__(self, lane_id: int, group: Group, meter: Meter) -> None:
+        self.id = lane_id
+        self.group = group
+        self.meter = meter
+        self.channel: Channel | None = None
+        self.outstanding = 0
+        self.retiring = False
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return f"<Lane {self.id} out={self.outstanding}{' retiring' if self.retiring else ''}>"
+
+
+class Group:
+    """``p`` lanes working together on the files they took from the queue."""
+
+    def __init__(self, group_id: int, partition: Partition) -> None:
+        self.id = group_id
+        self.partition = partition
+        self.lanes: list[Lane] = []
+        self.files: list[FileState] = []
+        self.retiring = False
+
+
+class Partition:
+    def __init__(self, name: str, params: Params) -> None:
+        self.name = name
+        self.params = params
+        self.queue: deque[FileState] = deque()
+        self.groups: list[Group] = []
+        self.files: list[FileState] = []
+
+    def active_groups(self) -> list[Group]:
+        return [g for g in self.groups if not g.retiring]
+
+    def pop_ready(self, now: float) -> FileState | None:
+        """Next queued file with work whose backoff has passed (others keep their place)."""
+        queue = self.queue
+        for _ in range(len(queue)):
+            f = queue.popleft()
+            if f.status not in ("queued", "active") or f.group is not None:
+                continue  # finished, failed, or already taken back by a group
+            if f.not_before > now or not f.has_work():
+                queue.append(f)
+                continue
+            return f
+        return None
+
+
+@dataclass(slots=True)
+class FileResult:
+    relpath: str
+    status: str           # done | skipped | failed
+    size: int | None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class TransferResult:
+    files: list[FileResult] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+# ---------------------------------------------------------------------------
+# the engine
+# ---------------------------------------------------------------------------
+class Engine:
+    """Fetch ``files`` into ``outdir`` with per-partition ``Params``, live-tunable.
+
+    ``final_paths`` gives each file's destination (already checked to lie
+    inside the output directory); ``partition_of`` maps a file to a
+    partition name (default: everything in ``"all"``).
+    """
+
+    def __init__(self, files: list[FileSpec], final_paths: list[Path],
+                 params: Params | dict[str, Params], *, options: EngineOptions | None = None,
+                 partition_of: Callable[[int, FileSpec], str] | None = None,
+                 on_event: EventSink | None = None) -> None:
+        self.options = options or EngineOptions()
+        self._on_event = on_event
+        if isinstance(params, Params):
+            params = {"all": params}
+        self.partitions: dict[str, Partition] = {name: Partition(name, p) for name, p in params.items()}
+        self.files: list[FileState] = []
+        for i, (spec, path) in enumerate(zip(files, final_paths, strict=True)):
+            name = partition_of(i, spec) if partition_of else next(iter(self.partitions))
+            if name not in self.partitions:
+                raise ValueError(f"partition {name!r} has no parameters")
+            f = FileState(i, spec, path, name)
+            self.files.append(f)
+            self.partitions[name].files.append(f)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.acct: Accounting | None = None
+        self._lane_ids = 0
+        self._group_ids = 0
+        self._finished: asyncio.Event | None = None
+        self._pending_commits: set[asyncio.Task] = set()
+        self._remaining = 0
+        self._idle: set[Lane] = set()
+        self._fatal: BaseException | None = None
+
+    # ---- public ------------------------------------------------------------
+    def now(self) -> float:
+        return self._loop.time() if self._loop else time.monotonic()
+
+    def snapshot(self) -> Snapshot:
+        assert self.acct is not None, "snapshot() before run()"
+        return self.acct.snapshot(self.now())
+
+    def apply(self, params: Params | dict[str, Params], reason: str = "") -> None:
+        """Change cc/p/pp (per partition) while running; safe to call at any time."""
+        if isinstance(params, Params):
+            params = {name: params for name in self.partitions}
+        for name, new in params.items():
+            part = self.partitions[name]
+            old = part.params
+            part.params = new
+            if self.acct is not None:
+                self.acct.partition_params[name] = new.as_dict()
+            if self._loop is not None:
+                self._reshape(part)
+            if new != old:
+                self._emit("params", partition=name, old=old.as_dict(), new=new.as_dict(), reason=reason)
+
+    async def run(self) -> TransferResult:
+        self._loop = asyncio.get_running_loop()
+        self.acct = acct = Accounting(start=self.now())
+        self._finished = asyncio.Event()
+        await self._prepare()
+        self._emit("start", files=len(self.files), bytes=acct.bytes_total,
+                   bytes_resumed=acct.bytes_resumed,
+                   params={n: p.params.as_dict() for n, p in self.partitions.items()})
+        ticker = asyncio.create_task(self._ticker())
+        try:
+            if self._remaining:
+                for part in self.partitions.values():
+                    self._reshape(part)
+                await self._finished.wait()
+            if self._pending_commits:
+                await asyncio.gather(*self._pending_commits)
+            if self._fatal is not None:
+                raise self._fatal
+        finally:
+            ticker.cancel()
+            await self._shutdown()
+        acct.tick(self.now())
+        result = TransferResult(snapshot=self.snapshot())
+        for f in self.files:
+            status = {"done": "done", "skipped": "skipped"}.get(f.status, "failed")
+            error = f.error if status == "failed" else None
+            if status == "failed" and error is None:
+                error = f"{f.relpath}: transfer did not finish"
+            result.files.append(FileResult(f.relpath, status, f.size, error))
+        return result
+
+    # ---- setup / teardown ------------------------------------------------------
+    async def _prepare(self) -> None:
+        acct = self.acct
+        states = await asyncio.to_thread(lambda: [f.resume_state() for f in self.files])
+        sizes_known = all(f.size is not None for f in self.files)
+        acct.bytes_total = sum(f.size or 0 for f in self.files) if sizes_known else None
+        acct.files_total = len(self.files)
+        for name, part in self.partitions.items():
+            acct.partition_totals[name] = [sum(f.size or 0 for f in part.files), len(part.files), 0, 0]
+            acct.partition_params[name] = part.params.as_dict()
+        for f, state in zip(self.files, states, strict=True):
+            totals = acct.partition_totals[f.partition]
+            if state == "skip":
+                f.status = "skipped"
+                acct.files_skipped += 1
+                acct.bytes_resumed += f.size or 0
+                totals[2] += 1
+                totals[3] += f.size or 0
+                self._emit("file_done", file=f.relpath, size=f.size, skipped=True)
+                continue
+            if state == "resume":
+                acct.bytes_resumed += f.resumed
+                totals[3] += f.resumed
+            f.plan()
+            self._remaining += 1
+            self.partitions[f.partition].queue.append(f)
+            if f.complete:  # everything was on disk already; only the commit is missing
+                f.status = "active"
+                self._commit(f)
+
+    async def _shutdown(self) -> None:
+        lanes = [lane for part in self.partitions.values() for g in part.groups for lane in g.lanes]
+        for lane in lanes:
+            if lane.task is not None:
+                lane.task.cancel()
+            if lane.channel is not None:
+                lane.channel.close()  # in-flight requests journal their bytes in on_error
+        for lane in lanes:
+            if lane.task is not None:
+                try:
+                    await lane.task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        for f in self.files:
+            if f.fd >= 0 or f.journal is not None:
+                f.sync()
+                f.close_files()
+
+    # ---- shaping: params → groups and lanes -------------------------------------
+    def _reshape(self, part: Partition) -> None:
+        params = part.params
+        active = part.active_groups()
+        while len(active) < params.cc:
+            group = Group(self._group_ids, part)
+            self._group_ids += 1
+            part.groups.append(group)
+            active.append(group)
+        for group in active[params.cc:]:
+            self._retire_group(group)
+        for group in part.active_groups():
+            live = [lane for lane in group.lanes if not lane.retiring]
+            while len(live) < params.p:
+                lane = Lane(self._lane_ids, group, self.acct.meter("", part.name))
+                self._lane_ids += 1
+                group.lanes.append(lane)
+                live.append(lane)
+                lane.task = asyncio.create_task(self._lane_main(lane))
+            for lane in live[params.p:]:
+                lane.retiring = True
+                lane.wake.set()
+        for group in part.groups:
+            for lane in group.lanes:
+                lane.wake.set()  # pp may have grown
+
+    def _retire_group(self, group: Group) -> None:
+        group.retiring = True
+        part = group.partition
+        for f in group.files:
+            f.group = None
+            if f.has_work():
+                part.queue.appendleft(f)
+        group.files.clear()
+        for lane in group.lanes:
+            lane.retiring = True
+            lane.wake.set()
+
+    def _drop_lane(self, lane: Lane) -> None:
+        group = lane.group
+        if lane in group.lanes:
+            group.lanes.remove(lane)
+        self._idle.discard(lane)
+        self.acct.retire(lane.meter)
+        if group.retiring and not group.lanes and group in group.partition.groups:
+            group.partition.groups.remove(group)
+
+    # ---- the lane loop ------------------------------------------------------------
+    async def _lane_main(self, lane: Lane) -> None:
+        try:
+            while not self._finished.is_set():
+                if lane.retiring and lane.outstanding == 0:
+                    break
+                lane.wake.clear()
+                if not lane.retiring:
+                    await self._fill(lane)
+                if lane.outstanding == 0:
+                    self._idle.add(lane)
+                await lane.wake.wait()
+                self._idle.discard(lane)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: never leave the transfer hanging on it
+            self._fatal = exc
+            self._finished.set()
+        finally:
+            if lane.channel is not None:
+                lane.channel.close()
+                lane.channel = None
+                self.acct.open_channels -= 1
+            self._drop_lane(lane)
+
+    async def _fill(self, lane: Lane) -> None:
+        part = lane.group.partition
+        while lane.outstanding < part.params.pp and not lane.retiring:
+            job = self._next_job(lane)
+            if job is None:
+                return
+            channel = lane.channel
+            if channel is None or not channel.usable or channel.origin != job.file.origin:
+                if lane.outstanding > 1:  # (this job already counts as outstanding)
+                    self._unassign(job)  # finish this connection's pipeline first
+                    return
+                if not await self._connect(lane, job):
+                    return
+                channel = lane.channel
+            job.meter.requests += 1
+            channel.send(job)
+
+    async def _connect(self, lane: Lane, job: RangeJob) -> bool:
+        if lane.channel is not None:
+            lane.channel.close()
+            lane.channel = None
+            self.acct.open_channels -= 1
+        origin: Origin = job.file.origin
+        started = self.now()
+        try:
+            channel = await open_channel(origin, timeout=self.options.connect_timeout)
+        except HTTPError as exc:
+            self._job_failed(job, HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable))
+            return False
+        self.acct.add_rtt(self.now() - started)
+        lane.channel = channel
+        lane.meter.source = str(origin)
+        self.acct.open_channels += 1
+        if lane.retiring or job.file.status not in ("queued", "active"):
+            self._unassign(job)
+            return False
+        return True
+
+    # ---- handing out work ---------------------------------------------------------
+    def _next_job(self, lane: Lane) -> RangeJob | None:
+        group = lane.group
+        part = group.partition
+        p = part.params.p
+        now = self.now()
+        for f in group.files:
+            if f.not_before > now or not f.has_work():
+                continue
+            if lane.id in f.lanes or len(f.lanes) < p:
+                return self._carve(f, lane)
+        f = part.pop_ready(now)
+        if f is None:
+            return None
+        f.status = "active"
+        f.group = group
+        group.files.append(f)
+        return self._carve(f, lane)
+
+    def _carve(self, f: FileState, lane: Lane) -> RangeJob:
+        opts = self.options
+        if f.size is None:
+            f.probing = True
+            job = RangeJob(self, f, lane, 0, opts.first_range, ranged=True)
+        elif f.size == 0 or (f.single_stream and f.full_job is None):
+            job = RangeJob(self, f, lane, 0, f.size, ranged=False)
+            if f.single_stream:
+                f.full_job = job
+                f.unassigned.remove(0, f.size)
+        elif not f.done and f.size <= opts.split_threshold and f.unassigned.total() == f.size:
+            f.unassigned.remove(0, f.size)
+            job = RangeJob(self, f, lane, 0, f.size, ranged=False)
+        else:
+            params = f.group.partition.params if f.group else lane.group.partition.params
+            size = next_range_size(f.unassigned.total(), params.p, min(params.pp, 4),
+                                   min_range=opts.min_range, max_range=opts.max_range)
+            start, end = f.unassigned.pop_front(size)
+            job = RangeJob(self, f, lane, start, end, ranged=True)
+        self._assign(job)
+        return job
+
+    def _assign(self, job: RangeJob) -> None:
+        f, lane = job.file, job.lane
+        f.in_flight += 1
+        f.lanes[lane.id] = f.lanes.get(lane.id, 0) + 1
+        lane.outstanding += 1
+
+    def _release(self, job: RangeJob, wake: bool = True) -> None:
+        f, lane = job.file, job.lane
+        f.in_flight -= 1
+        left = f.lanes.get(lane.id, 1) - 1
+        if left:
+            f.lanes[lane.id] = left
+        else:
+            f.lanes.pop(lane.id, None)
+        lane.outstanding -= 1
+        if wake:
+            lane.wake.set()
+
+    def _unassign(self, job: RangeJob) -> None:
+        """Give a job that was never sent back to its file (the lane is not woken: it chose so)."""
+        self._release(job, wake=False)
+        self._give_back(job.file, job.start, job.end, job)
+
+    def _give_back(self, f: FileState, start: int, end: int | None, job: RangeJob) -> None:
+        if f.full_job is job:
+            f.full_job = None
+        if f.probing and job.ranged and f.size is None:
+            f.probing = False
+            return
+        if f.size is None or f.unassigned is None:
+            return
+        if f.single_stream:
+            f.unassigned = f.done.complement(f.size)
+        elif end is not None and end > start:
+            f.unassigned.add(start, end)
+            for s, e in f.done:  # never hand out bytes already on disk
+                f.unassigned.remove(s, e)
+        if f.size == 0:
+            f.done_zero = False
+
+    # ---- outcomes -------------------------------------------------------------
+    def _job_done(self, job: RangeJob) -> None:
+        f = job.file
+        if job.gen != f.gen:
+            self._release(job)
+            return
+        if job.ranged is False and f.size == 0:
+            f.done_zero = True
+        job.save_progress()
+        f.failures = 0
+        if f.full_job is job:
+            f.full_job = None
+        self._release(job)
+        if f.probing and f.size is not None:
+            f.probing = False
+        self._settle(f)
+
+    def _settle(self, f: FileState) -> None:
+        """Commit a file once all its bytes are on disk and no request for it is out."""
+        if f.status == "active" and f.complete and f.in_flight == 0:
+            self._commit(f)
+        else:
+            self._wake_partition(f)
+
+    def _job_failed(self, job: RangeJob, exc: Exception) -> None:
+        f = job.file
+        if job.gen != f.gen:
+            self._release(job)
+            return
+        before = f.done.total()
+        try:
+            job.save_progress()
+        except DiskError as disk:
+            exc = disk
+        self._release(job)
+        gained = f.done.total() > before
+        if job.superseded:
+            if f.full_job is job:
+                f.full_job = None
+            self._settle(f)
+            return
+        resume_from = job.pos if job.status in (200, 206) and not job.discard else job.start
+        self._give_back(f, resume_from, job.end, job)
+        if f.status != "active":
+            return
+        if f.complete:  # every byte is on disk: this request's fate no longer matters
+            self._settle(f)
+            return
+        innocent = job.redirected or (getattr(exc, "innocent", False) and job.status == 0)
+        if isinstance(exc, DiskError) or (isinstance(exc, HTTPError) and not exc.retryable):
+            self._fail_file(f, str(exc))
+            return
+        if innocent:
+            self._wake_partition(f)
+            return
+        if gained:
+            f.failures = 0
+        f.failures += 1
+        self.acct.retries += 1
+        if f.failures > self.options.retries:
+            self._fail_file(f, f"{exc} (gave up after {self.options.retries} retries)")
+            return
+        delay = self._backoff(f.failures, getattr(exc, "retry_after", None))
+        f.not_before = self.now() + delay
+        self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
+        if f.group is None or f.group.retiring:
+            f.group = None
+            self.partitions[f.partition].queue.appendleft(f)
+        self._wake_partition(f)
+
+    def _backoff(self, failures: int, retry_after: float | None) -> float:
+        opts = self.options
+        if retry_after is not None:
+            return min(retry_after, opts.retry_after_max)
+        return min(opts.backoff_max, opts.backoff_base * 2 ** (failures - 1)) * random.uniform(0.75, 1.25)
+
+    def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
+        f.size = size
+        f.unassigned = f.done.complement(size)
+        if job.end is not None:
+            f.unassigned.remove(job.start, job.end)
+        else:
+            f.unassigned.remove(0, size)
+        if self.acct.bytes_total is not None or all(x.size is not None for x in self.files):
+            self.acct.bytes_total = sum(x.size or 0 for x in self.files)
+        self.acct.partition_totals[f.partition][0] += size
+        f.probing = False
+        self._wake_partition(f)
+
+    def _to_single_stream(self, f: FileState, job: RangeJob) -> None:
+        if not f.single_stream:
+            self._emit("retry", file=f.relpath, attempt=0, delay=0,
+                       reason=f"{f.relpath}: server ignores Range requests; fetching it as one stream")
+        f.single_stream = True
+        f.full_job = job
+        if f.unassigned is not None:
+            f.unassigned = type(f.unassigned)()
+
+    def _redirect(self, job: RangeJob, location: str) -> None:
+        f = job.file
+        f.redirects += 1
+        if f.redirects > self.options.max_redirects:
+            raise HTTPError(f"{f.relpath}: more than {self.options.max_redirects} redirects",
+                            retryable=False)
+        url = resolve_location(f.url, location)
+        try:
+            f.origin, f.target = split_url(url)
+        except DtuneError as exc:
+            raise HTTPError(f"{f.relpath}: bad redirect: {exc}", retryable=False) from None
+        f.url = url
+
+    def _restart_file(self, f: FileState, reason: str) -> None:
+        """The source changed under a resumed file: forget its journal and start over."""
+        f.journal_etag = None
+        f.gen += 1
+        f.close_files()
+        f.done = type(f.done)()
+        f.resumed = 0
+        f.plan()
+        self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=reason + "; starting it over")
+
+    def _fail_file(self, f: FileState, reason: str) -> None:
+        if f.status in ("done", "failed", "skipped"):
+            return
+        f.status = "failed"
+        f.error = reason
+        f.gen += 1
+        f.sync()
+        f.close_files()
+        self.acct.files_failed += 1
+        self._detach(f)
+        self._emit("error", file=f.relpath, reason=reason)
+        self._file_finished()
+
+    def _commit(self, f: FileState) -> None:
+        f.status = "verifying"
+        self._detach(f)
+        task = asyncio.create_task(self._commit_task(f))
+        self._pending_commits.add(task)
+        task.add_done_callback(self._pending_commits.discard)
+
+    async def _commit_task(self, f: FileState) -> None:
+        error = await asyncio.to_thread(f.commit)
+        if error is not None:
+            f.status = "active"  # so that _fail_file records it
+            self._fail_file(f, f"{f.relpath}: {error}")
+            return
+        f.status = "done"
+        self.acct.files_done += 1
+        self.acct.partition_totals[f.partition][2] += 1
+        self._emit("file_done", file=f.relpath, size=f.size, sha256_verified=bool(f.sha256))
+        self._file_finished()
+
+    def _detach(self, f: FileState) -> None:
+        group = f.group
+        if group is not None and f in group.files:
+            group.files.remove(f)
+        f.group = None
+        self._wake_partition(f)
+
+    def _file_finished(self) -> None:
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._finished.set()
+
+    def _wake_partition(self, f: FileState) -> None:
+        for lane in list(self._idle):
+            if lane.group.partition.name == f.partition:
+                lane.wake.set()
+
+    # ---- housekeeping ---------------------------------------------------------
+    async def _ticker(self) -> None:
+        opts = self.options
+        last_sync = self.now()
+        while True:
+            await asyncio.sleep(1.0)
+            now = self.now()
+            self.acct.tick(now)
+            self._check_stalls(now)
+            for lane in list(self._idle):
+                lane.wake.set()  # backoffs may have expired
+            if now - last_sync >= opts.sync_interval:
+                last_sync = now
+                open_files = [f for f in self.files if f.fd >= 0]
+                if open_files:
+                    await asyncio.to_thread(lambda fs=open_files: [f.sync() for f in fs])
+
+    def _check_stalls(self, now: float) -> None:
+        limit = self.options.stall_timeout
+        for part in self.partitions.values():
+            for group in part.groups:
+                for lane in group.lanes:
+                    ch = lane.channel
+                    if ch is not None and ch.in_flight and now - ch.last_activity > limit:
+                        ch.close(StallError(f"{ch.origin}: no data for {limit:g} s"))
+
+    def _emit(self, kind: str, **fields: object) -> None:
+        if self._on_event is not None:
+            fields = {"event": kind, "t": round(self.now() - (self.acct.start if self.acct else 0), 3),
+                      **fields}
+            self._on_event(fields)
+
+
+def iter_lanes(engine: Engine) -> Iterable[Lane]:
+    for part in engine.partitions.values():
+        for group in part.groups:
+            yield from group.lanes

@@ -1,0 +1,239 @@
+"""Per-file state and the disk side of a transfer: part file, journal, commit.
+
+Life of a file (``FileState.status``)::
+
+    queued ──▶ active ──▶ verifying ──▶ done
+       ▲          │            │
+       └─ backoff ┘            └──▶ failed (size / sha-256 mismatch)
+    (a resumable final file found at start: skipped)
+
+Disk operations here are plain blocking calls; the engine runs the slow ones
+(fsync, hashing, rename) in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+from pathlib import Path
+
+from dtune.dataset import FileSpec
+from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
+from dtune.engine.ranges import RangeSet
+from dtune.errors import DiskError
+from dtune.http.message import Origin, split_url
+
+HASH_BLOCK = 4 << 20
+
+
+def disk_error(path: str, exc: OSError) -> DiskError:
+    reason = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded"}.get(
+                  exc.errno or 0, exc.strerror or str(exc))
+    return DiskError(f"{path}: {reason}")
+
+
+class FileState:
+    """Everything the engine knows about one file while it moves."""
+
+    def __init__(self, index: int, spec: FileSpec, final_path: Path, partition: str) -> None:
+        self.index = index
+        self.spec = spec
+        self.relpath = spec.relpath
+        self.url = spec.url
+        self.origin: Origin
+        self.target: str
+        self.origin, self.target = split_url(spec.url)
+        self.size = spec.size
+        self.sha256 = spec.sha256.lower() if spec.sha256 else None
+        self.final_path = str(final_path)
+        self.part_path = self.final_path + PART_SUFFIX
+        self.journal_path = self.final_path + JOURNAL_SUFFIX
+        self.partition = partition
+        self.status = "queued"
+        self.error: str | None = None
+        self.done = RangeSet()              # bytes on disk (journalled)
+        self.unassigned: RangeSet | None = None  # bytes nobody is fetching; None = size unknown
+        self.in_flight = 0                  # requests out for this file
+        self.lanes: dict[int, int] = {}     # lane id → requests of this file on it (p counts lanes)
+        self.group = None                   # the channel group working on it, if any
+        self.failures = 0                   # consecutive failures without new bytes
+        self.not_before = 0.0               # backoff: no request before this engine time
+        self.redirects = 0
+        self.single_stream = False          # server ignores Range: whole-file GETs only
+        self.full_job = None                # the whole-file response currently streaming
+        self.probing = False                # a first request is learning the size
+        self.etag: str | None = None
+        self.journal_etag: str | None = None
+        self.fd = -1
+        self.journal: Journal | None = None
+        self.resumed = 0
+        self.done_zero = False              # a zero-length file's response has completed
+        self.gen = 0                        # bumped when the file restarts or fails
+
+    # ---- planning ----------------------------------------------------------
+    def plan(self) -> None:
+        """Set ``unassigned`` once the size is known."""
+        if self.size is not None:
+            self.unassigned = self.done.complement(self.size)
+
+    @property
+    def complete(self) -> bool:
+        if self.size is None:
+            return False
+        if self.size == 0:
+            return self.done_zero
+        return self.done.covers(0, self.size)
+
+    def has_work(self) -> bool:
+        if self.status != "active" and self.status != "queued":
+            return False
+        if self.size is None:
+            return not self.probing
+        if self.size == 0:
+            return not self.done_zero and self.in_flight == 0
+        if self.single_stream:
+            return self.full_job is None and bool(self.unassigned)
+        return bool(self.unassigned)
+
+    # ---- disk ----------------------------------------------------------------
+    def resume_state(self) -> str:
+        """Look at the disk before transferring: 'skip', 'resume' or 'fresh'. Blocking."""
+        if self.size is not None and os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
+            try:
+                if os.path.getsize(self.final_path) == self.size and (
+                        not self.sha256 or sha256_file(self.final_path) == self.sha256):
+                    return "skip"
+            except OSError:
+                pass
+        state = read_journal(self.journal_path)
+        if state and header_matches(state.header, url=self.url, size=self.size, sha256=self.sha256):
+            try:
+                part_size = os.path.getsize(self.part_path)
+            except OSError:
+                part_size = -1
+            if part_size >= 0:
+                if self.size is None:
+                    self.size = state.header["size"]
+                done = RangeSet()
+                for s, e in state.done:
+                    if s < part_size:
+                        done.add(s, min(e, part_size, self.size))
+                self.done = done
+                self.resumed = done.total()
+                self.journal_etag = state.header.get("etag")
+                return "resume"
+        return "fresh"
+
+    def open_for_write(self) -> None:
+        """Open (or create) the part file and the journal. Blocking; raises DiskError."""
+        if self.fd >= 0:
+            return
+        try:
+            os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
+            fresh = not self.done
+            flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if fresh else 0)
+            self.fd = os.open(self.part_path, flags, 0o644)
+            if fresh and self.size:
+                try:
+                    os.posix_fallocate(self.fd, 0, self.size)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                        raise
+                    # file systems without fallocate (e.g. some FUSE): grow as we write
+            if self.size is not None and self.size > 0:
+                header = {"url": self.url, "size": self.size, "sha256": self.sha256, "etag": self.etag}
+                self.journal = Journal(self.journal_path, header, fresh=fresh)
+        except OSError as exc:
+            self.close_files()
+            raise disk_error(self.part_path, exc) from None
+
+    def record(self, start: int, end: int) -> None:
+        if end > start:
+            self.done.add(start, end)
+            if self.journal is not None:
+                try:
+                    self.journal.record(start, end)
+                except OSError as exc:
+                    raise disk_error(self.journal_path, exc) from None
+
+    def sync(self) -> None:
+        """Make the journal durable no later than the bytes it names. Blocking."""
+        fd, journal = self.fd, self.journal
+        try:
+            if fd >= 0:
+                os.fdatasync(fd)
+            if journal is not None:
+                journal.sync()
+        except OSError:
+            pass  # the descriptor was closed meanwhile; the final commit syncs again
+
+    def close_files(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def commit(self) -> str | None:
+        """Verify, fsync and atomically rename into place. Blocking.
+
+        Returns None on success, else the reason the file failed (the part
+        file and journal are then removed: their bytes are wrong).
+        """
+        try:
+            if self.fd < 0:  # zero-length file or a file whose bytes all came from an earlier run
+                self.open_for_write()
+            os.fsync(self.fd)
+            actual = os.fstat(self.fd).st_size
+            if self.size is not None and actual > self.size:
+                os.ftruncate(self.fd, self.size)
+                actual = self.size
+            if self.size is not None and actual != self.size:
+                return self._reject(f"size mismatch: expected {self.size} bytes, have {actual}")
+            if self.sha256:
+                got = sha256_fd(self.fd)
+                if got != self.sha256:
+                    return self._reject(f"sha-256 mismatch: expected {self.sha256}, got {got}")
+            self.close_files()
+            os.replace(self.part_path, self.final_path)
+            if self.spec.mtime:
+                os.utime(self.final_path, (self.spec.mtime, self.spec.mtime))
+            try:
+                os.unlink(self.journal_path)
+            except FileNotFoundError:
+                pass
+            return None
+        except OSError as exc:
+            self.close_files()
+            return str(disk_error(self.final_path, exc))
+
+    def _reject(self, reason: str) -> str:
+        self.close_files()
+        for path in (self.part_path, self.journal_path):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return reason
+
+
+def sha256_fd(fd: int) -> str:
+    h = hashlib.sha256()
+    offset = 0
+    while True:
+        block = os.pread(fd, HASH_BLOCK, offset)
+        if not block:
+            return h.hexdigest()
+        h.update(block)
+        offset += len(block)
+
+
+def sha256_file(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return sha256_fd(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,8 @@
+"""HTTP/1.1 client layer: URL → origin, request bytes, a pipelining connection.
+
+Layers, bottom up:
+  ``message``  sans-IO: request bytes, Content-Range/Retry-After parsing
+  ``channel``  one asyncio connection with a pipeline of exchanges, parsed by httptools
+  ``client``   ``fetch()`` for small documents (listings, HEAD) with redirects
+The engine drives ``channel`` directly; nothing here writes files.
+"""

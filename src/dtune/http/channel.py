@@ -1,0 +1,230 @@
+"""One persistent HTTP/1.1 connection carrying a pipeline of exchanges.
+
+Theory of operation
+-------------------
+A ``Channel`` is an ``asyncio.Protocol``. ``send(exchange)`` writes the
+request at once and appends the exchange to a FIFO; responses arrive in the
+same order (HTTP/1.1 pipelining), so the head of the FIFO owns whatever the
+parser reports next. httptools (llhttp) splits back-to-back responses inside
+one ``data_received`` call correctly; we never frame messages by hand.
+
+An exchange is told, in order: ``on_headers(status, headers)`` (return False
+to abandon the connection, e.g. when a server answers 200 to a Range
+request and would stream the whole file), ``on_body(chunk)`` any number of
+times, then exactly one of ``on_complete()`` or ``on_error(exc)``. When the
+connection breaks, every exchange still in the FIFO gets ``on_error`` with a
+retryable error, so no request is ever silently dropped.
+
+Bodies delimited by connection close (HTTP/1.0 style, no Content-Length and
+no chunking) complete on EOF; their length is then checked by the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from typing import Protocol
+
+import httptools
+
+from dtune.errors import DtuneError, HTTPError, ProtocolError
+from dtune.http.message import Origin
+
+MAX_HEADER_BYTES = 64 * 1024  # total header block we accept (nginx's large_client_header_buffers is 4×8k)
+MAX_HEADERS = 200
+
+
+class Exchange(Protocol):
+    """What a channel reports to about one request."""
+
+    request: bytes
+
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool: ...
+    def on_body(self, data: bytes) -> None: ...
+    def on_complete(self) -> None: ...
+    def on_error(self, exc: Exception) -> None: ...
+
+
+class ConnectionClosed(HTTPError):
+    """The connection ended before this exchange's response was complete."""
+
+
+class _Abandoned(Exception):
+    """Raised inside a parser callback to stop parsing a body nobody wants."""
+
+
+class Channel(asyncio.Protocol):
+    """An HTTP/1.1 connection to one origin with up to N requests in flight."""
+
+    def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
+        self.origin = origin
+        self._loop = loop
+        self._parser = httptools.HttpResponseParser(self)
+        self._fifo: deque[Exchange] = deque()
+        self._current: Exchange | None = None
+        self._headers: dict[str, str] = {}
+        self._header_bytes = 0
+        self._close_delimited = False
+        self._closing = False  # server said Connection: close, or we gave up on it
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.last_activity = loop.time()
+        self.bytes_in = 0
+        self.responses = 0
+
+    # ---- public -------------------------------------------------------
+    @property
+    def in_flight(self) -> int:
+        return len(self._fifo)
+
+    @property
+    def usable(self) -> bool:
+        return self.transport is not None and not self._closing and not self.closed.done()
+
+    def send(self, exchange: Exchange) -> None:
+        if not self.usable:
+            exchange.on_error(ConnectionClosed(f"{self.origin}: connection is closed"))
+            return
+        if not self._fifo:
+            self.last_activity = self._loop.time()  # the stall clock starts with the first request
+        self._fifo.append(exchange)
+        self.transport.write(exchange.request)
+
+    def close(self, exc: Exception | None = None) -> None:
+        """Drop the connection; every exchange still queued gets ``on_error``."""
+        self._closing = True
+        if self.transport is not None:
+            self.transport.abort()
+        self._fail_all(exc or ConnectionClosed(f"{self.origin}: connection closed"))
+
+    def __repr__(self) -> str:
+        state = "open" if self.usable else "closed"
+        return f"<Channel {self.origin} {state} in_flight={len(self._fifo)} bytes_in={self.bytes_in}>"
+
+    # ---- asyncio.Protocol ----------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self._loop.time()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self.close(ProtocolError(f"{self.origin}: unexpected protocol upgrade"))
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__ or exc
+            if isinstance(cause, _Abandoned):
+                err: Exception = ConnectionClosed(
+                    f"{self.origin}: connection dropped by an earlier response", innocent=True)
+            elif isinstance(cause, DtuneError):
+                err = cause  # e.g. a DiskError raised while writing the body
+            else:
+                err = ProtocolError(f"{self.origin}: {cause}")
+            self.close(err)
+        except httptools.HttpParserError as exc:
+            self.close(ProtocolError(f"{self.origin}: malformed HTTP response ({exc})"))
+
+    def eof_received(self) -> bool | None:
+        return None  # let the transport close; connection_lost finishes the job
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._current is not None and self._close_delimited:
+            # HTTP/1.0-style body: EOF is the end of the message.
+            current, self._current = self._current, None
+            self._fifo.popleft()
+            current.on_complete()
+        self._closing = True
+        reason = f"{self.origin}: connection lost" + (f" ({exc})" if exc else "")
+        self._fail_all(ConnectionClosed(reason))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # ---- httptools callbacks --------------------------------------------
+    def on_message_begin(self) -> None:
+        if not self._fifo:
+            raise ProtocolError(f"{self.origin}: response without a request")
+        self._current = self._fifo[0]
+        self._close_delimited = False
+        self._headers = {}
+        self._header_bytes = 0
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_bytes > MAX_HEADER_BYTES or len(self._headers) > MAX_HEADERS:
+            raise ProtocolError(f"{self.origin}: response headers too large")
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        if key in self._headers and key != "content-length":
+            self._headers[key] += ", " + text
+        else:
+            self._headers[key] = text
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:
+            raise ProtocolError(f"{self.origin}: unexpected interim response {status}")
+        headers = self._headers
+        if not self._parser.should_keep_alive():
+            self._closing = True
+        self._close_delimited = ("content-length" not in headers
+                                 and "chunked" not in headers.get("transfer-encoding", "").lower()
+                                 and status not in (204, 304))
+        if not self._current.on_headers(status, headers):
+            # The exchange does not want this body: the only way out is to drop the connection.
+            self._current = None
+            self._fifo.popleft()
+            raise _Abandoned()
+
+    def on_body(self, body: bytes) -> None:
+        self.bytes_in += len(body)
+        current = self._current
+        if current is not None:
+            current.on_body(body)
+
+    def on_message_complete(self) -> None:
+        current, self._current = self._current, None
+        if current is None:
+            return
+        self._fifo.popleft()
+        self._close_delimited = False
+        self.responses += 1
+        current.on_complete()
+        if self._closing and self.transport is not None:
+            self.transport.close()
+            self._fail_all(ConnectionClosed(f"{self.origin}: server closed the connection", innocent=True))
+
+    # ---- helpers --------------------------------------------------------
+    def _fail_all(self, exc: Exception) -> None:
+        """The head of the pipeline gets ``exc``; the requests queued behind it are innocent."""
+        self._current = None
+        first = True
+        while self._fifo:
+            exchange = self._fifo.popleft()
+            if first:
+                first = False
+                exchange.on_error(exc)
+            else:
+                exchange.on_error(ConnectionClosed(f"{self.origin}: connection closed before this "
+                                                   f"request was answered", innocent=True))
+
+
+async def open_channel(origin: Origin, *, timeout: float,
+                       ssl_context: ssl.SSLContext | None = None) -> Channel:
+    """Connect a new channel; connection failures become retryable HTTPError."""
+    loop = asyncio.get_running_loop()
+    ctx = None
+    if origin.scheme == "https":
+        ctx = ssl_context or ssl.create_default_context()
+    try:
+        _, channel = await asyncio.wait_for(
+            loop.create_connection(lambda: Channel(origin, loop), origin.host, origin.port,
+                                   ssl=ctx),
+            timeout)
+    except TimeoutError:
+        raise HTTPError(f"{origin}: connect timed out after {timeout:g} s") from None
+    except OSError as exc:
+        raise HTTPError(f"{origin}: cannot connect ({exc.strerror or exc})") from None
+    except ssl.SSLError as exc:
+        raise HTTPError(f"{origin}: TLS failed ({exc.reason or exc})", retryable=False) from None
+    return channel

@@ -1,0 +1,123 @@
+"""``fetch()``: one small HTTP document (a listing, a HEAD) with redirects.
+
+Used by discovery; the engine moves file bytes itself over ``Channel``s.
+Idle keep-alive connections are kept per origin so that walking a deep
+directory tree does not pay a TCP handshake per directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from dtune.errors import HTTPError
+from dtune.http.channel import Channel, ConnectionClosed, open_channel
+from dtune.http.message import Origin, build_request, resolve_location, split_url
+
+MAX_REDIRECTS = 5
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+@dataclass(slots=True)
+class FetchResult:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    url: str
+
+
+class _Collect:
+    """An exchange that keeps the whole (bounded) body in memory."""
+
+    def __init__(self, request: bytes, head: bool, max_bytes: int, url: str,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.request = request
+        self.head = head
+        self.max_bytes = max_bytes
+        self.url = url
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.done: asyncio.Future[None] = loop.create_future()
+
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
+        self.status, self.headers = status, headers
+        if self.head or status in REDIRECTS:
+            self.done.set_result(None)
+            return False  # no body wanted: the connection is dropped
+        return True
+
+    def on_body(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            raise HTTPError(f"{self.url}: response larger than {self.max_bytes} bytes", retryable=False)
+        self.parts.append(data)
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_error(self, exc: Exception) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+
+class Fetcher:
+    """Small-document client with a per-origin pool of idle connections."""
+
+    def __init__(self, *, timeout: float = 30.0) -> None:
+        self.timeout = timeout
+        self._idle: dict[Origin, list[Channel]] = {}
+
+    async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
+                    max_bytes: int = 64 << 20) -> FetchResult:
+        for _ in range(MAX_REDIRECTS + 1):
+            result = await self._once(url, method, headers, max_bytes)
+            if result.status in REDIRECTS and "location" in result.headers:
+                url = resolve_location(url, result.headers["location"])
+                if result.status == 303:
+                    method = "GET"
+                continue
+            return result
+        raise HTTPError(f"{url}: more than {MAX_REDIRECTS} redirects", retryable=False)
+
+    async def _once(self, url: str, method: str, headers: dict[str, str] | None,
+                    max_bytes: int) -> FetchResult:
+        origin, target = split_url(url)
+        loop = asyncio.get_running_loop()
+        request = build_request(method, origin, target, extra=headers)
+        channel = self._take(origin)
+        for attempt in (1, 2):
+            reused = channel is not None
+            if channel is None:
+                channel = await open_channel(origin, timeout=self.timeout)
+            ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
+            channel.send(ex)
+            try:
+                await asyncio.wait_for(asyncio.shield(ex.done), self.timeout)
+                break
+            except TimeoutError:
+                channel.close()
+                raise HTTPError(f"{url}: no response within {self.timeout:g} s") from None
+            except ConnectionClosed:
+                if not reused or attempt == 2:
+                    raise
+                channel = None  # an idle connection the server had closed: try a fresh one
+        if channel.usable and channel.in_flight == 0:
+            self._idle.setdefault(origin, []).append(channel)
+        return FetchResult(ex.status, ex.headers, b"".join(ex.parts), url)
+
+    def _take(self, origin: Origin) -> Channel | None:
+        pool = self._idle.get(origin) or []
+        while pool:
+            channel = pool.pop()
+            if channel.usable:
+                return channel
+        return None
+
+    def close(self) -> None:
+        for pool in self._idle.values():
+            for channel in pool:
+                channel.close()
+        self._idle.clear()

@@ -1,0 +1,108 @@
+"""Sans-IO pieces of HTTP/1.1: origins, request bytes, header values.
+
+Nothing here touches a socket or a clock; every function is fed plain data.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from dtune import __version__
+from dtune.errors import ProtocolError, UsageError
+
+USER_AGENT = f"dtune/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """scheme://host:port — what one channel (TCP connection) is bound to."""
+
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.host_header}"
+
+
+def split_url(url: str) -> tuple[Origin, str]:
+    """Return (origin, request-target) for an absolute http(s) URL."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad URL {url!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https"):
+        raise UsageError(f"bad URL {url!r}: only http:// and https:// are supported")
+    if not parts.hostname:
+        raise UsageError(f"bad URL {url!r}: no host")
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    if any(c in target for c in " \r\n\t\x00"):
+        raise UsageError(f"bad URL {url!r}: unencoded whitespace or control character in the path")
+    return Origin(scheme, parts.hostname, port), target
+
+
+def resolve_location(base_url: str, location: str) -> str:
+    """Absolute URL a redirect points to (relative Locations are allowed by RFC 9110)."""
+    return urljoin(base_url, location.strip())
+
+
+def build_request(method: str, origin: Origin, target: str,
+                  range_: tuple[int, int] | None = None,
+                  extra: dict[str, str] | None = None) -> bytes:
+    """Request bytes. ``range_`` is [start, end) — sent as ``bytes=start-(end-1)``."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}",
+             f"User-Agent: {USER_AGENT}", "Accept-Encoding: identity"]
+    if range_ is not None:
+        lines.append(f"Range: bytes={range_[0]}-{range_[1] - 1}")
+    if extra:
+        for name, value in extra.items():
+            if any(c in name + value for c in "\r\n\x00"):
+                raise ValueError(f"header {name!r} has a line break")
+            lines.append(f"{name}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d{1,19})-(\d{1,19})/(\d{1,19}|\*)\s*$", re.I)
+
+
+def parse_content_range(value: str) -> tuple[int, int, int | None]:
+    """``bytes a-b/total`` → (a, b+1, total); raises ProtocolError when malformed."""
+    m = _CONTENT_RANGE.match(value)
+    if not m:
+        raise ProtocolError(f"malformed Content-Range {value[:80]!r}")
+    start, last = int(m.group(1)), int(m.group(2))
+    total = None if m.group(3) == "*" else int(m.group(3))
+    if last < start or (total is not None and last >= total):
+        raise ProtocolError(f"impossible Content-Range {value[:80]!r}")
+    return start, last + 1, total
+
+
+def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
+    """Seconds to wait from a Retry-After value (delta-seconds or HTTP-date)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(min(int(value), 24 * 3600))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now_epoch)

@@ -1,0 +1,127 @@
+"""What the user sees: NDJSON events (``--json``), a live bar on a TTY, the summary.
+
+Only this module draws; it reads ``Snapshot``s and engine events.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+from dtune.accounting import Snapshot
+from dtune.engine import TransferResult
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+class JsonReporter:
+    """One JSON object per line on stdout."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+
+    def event(self, event: dict) -> None:
+        self.out.write(json.dumps(event, default=str) + "\n")
+        self.out.flush()
+
+    def progress(self, snap: Snapshot) -> None:
+        self.event({"event": "progress", "t": round(snap.elapsed, 3), "bytes": snap.bytes,
+                    "bytes_resumed": snap.bytes_resumed, "bytes_total": snap.bytes_total,
+                    "rate_mbps": round(snap.mbps, 3), "eta": None if snap.eta is None else round(snap.eta, 1),
+                    "files_done": snap.files_done + snap.files_skipped, "files_total": snap.files_total,
+                    "files_failed": snap.files_failed, "retries": snap.retries,
+                    "channels": snap.channels,
+                    "rtt_ms": None if snap.rtt is None else round(snap.rtt * 1000, 2),
+                    "partitions": {k: {"bytes": v.bytes, "rate_mbps": round(v.rate * 8 / 1e6, 3),
+                                       "eta": v.eta, "channels": v.channels, "params": v.params}
+                                   for k, v in snap.partitions.items()},
+                    "sources": {k: {"bytes": v.bytes, "requests": v.requests,
+                                    "rate_mbps": round(v.rate * 8 / 1e6, 3)}
+                                for k, v in snap.sources.items()}})
+
+    def summary(self, result: TransferResult, seconds: float) -> None:
+        self.event({"event": "summary", **summary_fields(result, seconds),
+                    "failed": [{"file": f.relpath, "reason": f.error} for f in result.failed]})
+
+
+class ConsoleReporter:
+    """Progress bar on a TTY (plain lines otherwise) and one-line warnings on stderr."""
+
+    def __init__(self, *, show_bar: bool) -> None:
+        self.err = Console(stderr=True, highlight=False)
+        self.bar: Progress | None = None
+        self._task = None
+        if show_bar:
+            self.bar = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[files]}"),
+                console=self.err, transient=True, refresh_per_second=4)
+            self.bar.start()
+            self._task = self.bar.add_task("dtune", total=None, files="")
+
+    def event(self, event: dict) -> None:
+        kind = event.get("event")
+        if kind in ("warning", "error"):
+            self.err.print(f"dtune: {event.get('reason')}", markup=False)
+        elif kind == "retry" and event.get("attempt", 0) == 0:
+            self.err.print(f"dtune: note: {event.get('reason')}", markup=False)
+
+    def progress(self, snap: Snapshot) -> None:
+        if self.bar is None:
+            return
+        done = snap.bytes + snap.bytes_resumed
+        files = f"{snap.files_done + snap.files_skipped}/{snap.files_total} files"
+        self.bar.update(self._task, completed=done, total=snap.bytes_total, files=files)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+            self.bar = None
+
+    def summary(self, result: TransferResult, seconds: float) -> None:
+        self.close()
+        s = summary_fields(result, seconds)
+        line = (f"{s['files_verified']} of {s['files_total']} files verified "
+                f"({s['files_skipped']} already complete), {human_bytes(s['bytes'])} in "
+                f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
+        print(line, flush=True)
+        for f in result.failed:
+            self.err.print(f"dtune: failed: {f.error or f.relpath}", markup=False)
+
+
+def summary_fields(result: TransferResult, seconds: float) -> dict:
+    snap = result.snapshot
+    moved = snap.bytes if snap else 0
+    done = sum(1 for f in result.files if f.status == "done")
+    skipped = sum(1 for f in result.files if f.status == "skipped")
+    return {"files_total": len(result.files), "files_verified": done + skipped,
+            "files_skipped": skipped, "files_failed": len(result.failed), "bytes": moved,
+            "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),
+            "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,
+            "retries": snap.retries if snap else 0}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.start = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
