@@ -88,7 +88,7 @@ class Direction:
             busy = now
         else:
             queued = (busy - now) * self.bytes_per_s + size
-            if queued > self.qlimit:
+            if queued > self.qlimit + 1:  # +1: float rounding must not drop a fitting packet
                 self.queue_drops += 1
                 return -1.0
             if queued > self.max_queue:
