@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from dtune import __version__
@@ -71,4 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         print("dtune: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        return 1
+    except Exception as exc:  # a bug: still one line, the traceback only on request
+        if os.environ.get("DTUNE_DEBUG"):
+            raise
+        print(f"dtune: internal error: {type(exc).__name__}: {exc} "
+              "(set DTUNE_DEBUG=1 to see the traceback)", file=sys.stderr)
         return 1
