@@ -1,0 +1,157 @@
+"""URL helpers for discovery: quoting names, normalising URLs, digest headers.
+
+Names in listings are decoded text; URLs dtune sends are percent-encoded.
+The two meet here and nowhere else:
+
+- ``quote_relpath`` encodes a decoded relative path for a request line: each
+  segment is encoded whole (``#``, ``?``, ``%``, space, ``&``, non-ASCII) and
+  the '/' between segments is kept, so every name round-trips.
+- ``requote_url`` makes a URL someone typed or a server sent request-ready
+  without changing what it means: valid ``%XX`` escapes stay, characters that
+  may not appear raw (space, quotes, non-ASCII, a '%' that starts no escape)
+  are encoded, the fragment is dropped and a unicode host becomes IDNA.
+- ``relative_segments`` decides whether a URL lies under a directory URL,
+  comparing decoded segments so ``%C3%BC`` and ``%c3%bc`` agree.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+# Characters left as they are in a path or query: RFC 3986 reserved
+# characters (they may carry meaning) plus '%' (existing escapes).
+_KEEP = "!$&'()*+,/:;=@[]~%"
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+def _requote_part(text: str, extra_safe: str = "") -> str:
+    return quote(_LONE_PERCENT.sub("%25", text), safe=_KEEP + extra_safe)
+
+
+def requote_url(url: str) -> str:
+    """``url`` made request-ready (see the module doc). Raises ``ValueError`` if it is not http(s)."""
+    parts = urlsplit(url.strip())
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"not an http(s) URL: {url!r}")
+    host = parts.hostname
+    if not host:
+        raise ValueError(f"no host in URL: {url!r}")
+    parts.port  # noqa: B018 -- raises ValueError for a port that is not a number in 0..65535
+    netloc = parts.netloc
+    if any(ch.isspace() or ord(ch) < 0x21 or ch in "<>\"{}|\\^`" for ch in netloc):
+        raise ValueError(f"bad characters in host of URL: {url!r}")
+    if not netloc.isascii():
+        try:
+            ascii_host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise ValueError(f"host is not a valid international domain name: {url!r}") from None
+        userinfo, _, hostport = netloc.rpartition("@")
+        port = hostport[len(host):] if hostport.lower().startswith(host) else ""
+        netloc = (userinfo + "@" if userinfo else "") + ascii_host + port
+    path = _requote_part(parts.path) or "/"
+    query = _requote_part(parts.query, "?")
+    return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def is_http_url(text: str) -> bool:
+    """True for an absolute http(s) URL with a host."""
+    try:
+        requote_url(text)
+    except ValueError:
+        return False
+    return True
+
+
+def path_is_dir(url: str) -> bool:
+    """A URL whose path ends in '/' names a directory (query and fragment aside)."""
+    return urlsplit(url).path.endswith("/")
+
+
+def quote_relpath(relpath: str) -> str:
+    """Percent-encode a decoded '/'-separated relative path for a URL."""
+    return quote(relpath, safe="/")
+
+
+def join_url(dir_url: str, relpath: str) -> str:
+    """``dir_url`` (a directory) + the quoted ``relpath``; the directory's query is not carried over."""
+    parts = urlsplit(dir_url)
+    path = parts.path if parts.path.endswith("/") else parts.path + "/"
+    return urlunsplit((parts.scheme, parts.netloc, path + quote_relpath(relpath), "", ""))
+
+
+def last_segment(url: str) -> str:
+    """The decoded last path segment ('' for a path ending in '/').
+
+    Bytes that are not UTF-8 decode to lone surrogates, which ``safe_relpath``
+    then refuses with a clear reason instead of writing a mangled name.
+    """
+    return unquote(urlsplit(url).path.rpartition("/")[2], errors="surrogateescape")
+
+
+def _origin(parts) -> tuple[str, str, int | None]:
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or _DEFAULT_PORTS.get(scheme)
+
+
+def relative_segments(url: str, dir_url: str) -> list[str] | None:
+    """Decoded path segments of ``url`` below the directory of ``dir_url``, or None.
+
+    None when ``url`` is on another origin, outside the directory, or the
+    directory itself. A trailing '' segment means ``url`` is a sub-directory.
+    The directory of ``dir_url`` is its path up to the last '/'.
+    """
+    u, d = urlsplit(url), urlsplit(dir_url)
+    if _origin(u) != _origin(d):
+        return None
+    dir_segs = d.path.split("/")[:-1] or [""]
+    url_segs = u.path.split("/")
+    if len(url_segs) <= len(dir_segs):
+        return None
+    if [unquote(s) for s in url_segs[:len(dir_segs)]] != [unquote(s) for s in dir_segs]:
+        return None
+    rest = url_segs[len(dir_segs):]
+    if rest == [""]:
+        return None
+    return [unquote(s, errors="surrogateescape") for s in rest]
+
+
+def _digest_value(value: str) -> str | None:
+    value = value.strip()
+    if _HEX64.match(value):  # some servers send hex where RFC 3230 says base64
+        return value.lower()
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == 32 else None
+
+
+def sha256_from_headers(headers: dict[str, str]) -> str | None:
+    """SHA-256 hex from ``Repr-Digest: sha-256=:B64:`` (RFC 9530) or ``Digest: SHA-256=B64`` (RFC 3230).
+
+    ``headers`` has lower-case names. Repr-Digest wins; malformed values are ignored.
+    """
+    for member in headers.get("repr-digest", "").split(","):
+        key, _, value = member.partition("=")
+        value = value.split(";")[0].strip()
+        if key.strip().lower() == "sha-256" and len(value) >= 2 and value[0] == ":" == value[-1]:
+            digest = _digest_value(value[1:-1])
+            if digest:
+                return digest
+    for member in headers.get("digest", "").split(","):
+        key, _, value = member.partition("=")
+        if key.strip().lower() == "sha-256":
+            digest = _digest_value(value)
+            if digest:
+                return digest
+    return None
