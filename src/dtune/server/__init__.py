@@ -1,0 +1,18 @@
+"""``dtune serve``: a range-capable, pipelining HTTP/1.1 file server with the dtune manifest.
+
+Modules, from the outside in:
+
+* ``cli``        the ``serve`` sub-command (flags and help only)
+* ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``, ``ServerThread``
+* ``protocol``   ``HttpConnection``: httptools parsing, in-order pipelined answers, sendfile
+* ``config``     ``ServerConfig``: every tunable with its default and the reason for it
+* ``paths``      request path → file inside the served directory (traversal and symlink checks)
+* ``conditions`` Range / If-Range / If-None-Match / If-Modified-Since decisions (pure)
+* ``manifest``   the dtune manifest and the SHA-256 cache
+* ``listing``    nginx-style HTML listing
+"""
+
+from dtune.server.app import FileServer, ServerThread, run
+from dtune.server.config import ServerConfig
+
+__all__ = ["FileServer", "ServerConfig", "ServerThread", "run"]

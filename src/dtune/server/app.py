@@ -1,0 +1,328 @@
+"""The server: listening socket, connection registry, counters, deadlines, start and stop.
+
+Layers, outermost first: ``run`` (event loop choice, signals, the
+"serving …" line) → ``FileServer`` (one listening socket, shared state) →
+``HttpConnection`` (one client, ``protocol.py``) → the pure deciders
+(``paths``, ``conditions``, ``manifest``, ``listing``).
+
+``ServerThread`` runs a ``FileServer`` on a private event loop in a
+background thread, for tests and for commands (``dtune demo``) that need a
+real server inside their own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from dtune.errors import DtuneError
+from dtune.server.config import ServerConfig
+from dtune.server.listing import render_listing, scan_directory
+from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
+from dtune.server.paths import Root
+from dtune.server.protocol import HttpConnection
+
+
+class Stats:
+    """Counters since start, served at ``/.well-known/dtune/stats`` (which does not count itself).
+
+    requests     answered requests
+    bytes_sent   body bytes of file answers (200 and 206), as written to sockets
+    connections  accepted connections, including those turned away with 503
+    responses    answers per status code
+    """
+
+    __slots__ = ("requests", "bytes_sent", "connections", "responses", "rejected", "internal_errors")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes_sent = 0
+        self.connections = 0
+        self.responses: dict[int, int] = {}
+        self.rejected = 0
+        self.internal_errors = 0
+
+    def __repr__(self) -> str:
+        return f"<Stats {self.requests} requests, {self.bytes_sent} bytes, {self.connections} connections>"
+
+    def snapshot(self, open_connections: int) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "bytes_sent": self.bytes_sent,
+            "connections": self.connections,
+            "responses": {str(k): v for k, v in sorted(self.responses.items())},
+            "open_connections": open_connections,
+            "rejected_connections": self.rejected,
+        }
+
+
+def _log_safe(raw: bytes) -> str:
+    text = raw[:200].decode("ascii", "backslashreplace")
+    return "".join(c if " " <= c < "\x7f" else "?" for c in text)
+
+
+class FileServer:
+    """Serve ``config.root`` over HTTP/1.1 on ``config.host:config.port`` (call ``start`` in a loop)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        try:
+            config.validate()
+        except ValueError as exc:
+            raise DtuneError(f"serve: {exc}") from None
+        self.config = config
+        directory = config.root_str
+        if not os.path.exists(directory):
+            raise DtuneError(f"serve: {directory}: no such directory")
+        if not os.path.isdir(directory):
+            raise DtuneError(f"serve: {directory}: not a directory")
+        try:
+            self.root = Root(directory)
+        except OSError as exc:
+            raise DtuneError(f"serve: {directory}: {exc.strerror}") from None
+        self.checksums = ChecksumCache(self.root, config.cache_dir) if config.checksums else None
+        self.stats = Stats()
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._conns: set[HttpConnection] = set()
+        self._active = 0
+        self._overflow: set[HttpConnection] = set()
+        self._date_second = -1
+        self._date_text = ""
+        self._log: list[str] = []
+
+    def __repr__(self) -> str:
+        return (f"<FileServer {self.root.real} on {self.url if self.port else '-'} | "
+                f"connections: {self._active} active, {len(self._overflow)} turned away>")
+
+    @property
+    def url(self) -> str:
+        host = self.config.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/"
+
+    async def start(self) -> None:
+        """Bind and listen; raises ``DtuneError`` when the address cannot be used."""
+        self.loop = asyncio.get_running_loop()
+        cfg = self.config
+        try:
+            self._server = await self.loop.create_server(
+                lambda: HttpConnection(self), cfg.host, cfg.port, backlog=cfg.backlog, reuse_address=True,
+            )
+        except socket.gaierror as exc:
+            raise DtuneError(f"serve: cannot resolve host {cfg.host}: {exc.strerror}") from None
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise DtuneError(f"serve: cannot listen on {cfg.host}:{cfg.port}: address already in use") from None
+            raise DtuneError(f"serve: cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from None
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = self.loop.create_task(self._sweep())
+
+    async def close(self) -> None:
+        """Stop listening, drop every connection, stop any checksum work."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._conns) + list(self._overflow):
+            conn.shutdown()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self.checksums is not None:
+            self.checksums.stop()
+        await asyncio.sleep(0)  # let connection_lost callbacks run
+        self.flush_log()
+        self.root.close()
+
+    async def _sweep(self) -> None:
+        cfg = self.config
+        tick = max(0.05, min(1.0, cfg.header_timeout / 4, cfg.keepalive_timeout / 4, cfg.send_timeout / 4))
+        while True:
+            await asyncio.sleep(tick)
+            now = self.loop.time()
+            for conn in list(self._conns) + list(self._overflow):
+                conn.check_deadline(now)
+            self.flush_log()
+
+    # -- called by connections -------------------------------------------------
+
+    def connection_opened(self, conn: HttpConnection) -> bool:
+        """Register a connection; False means it is over ``max_connections`` and gets 503."""
+        self.stats.connections += 1
+        if self._active >= self.config.max_connections:
+            self.stats.rejected += 1
+            self._overflow.add(conn)
+            return False
+        self._active += 1
+        self._conns.add(conn)
+        return True
+
+    def connection_closed(self, conn: HttpConnection) -> None:
+        if conn in self._conns:
+            self._conns.discard(conn)
+            self._active -= 1
+        else:
+            self._overflow.discard(conn)
+
+    def count(self, req: Any, status: int, body_bytes: int, peer: str) -> None:
+        stats = self.stats
+        stats.requests += 1
+        stats.bytes_sent += body_bytes
+        stats.responses[status] = stats.responses.get(status, 0) + 1
+        if not self.config.quiet:
+            method = _log_safe(req.method) if req.method else "-"
+            self._log.append(f'{peer} "{method} {_log_safe(req.target)}" {status}\n')
+
+    def flush_log(self) -> None:
+        if self._log:
+            text = "".join(self._log)
+            self._log.clear()
+            try:
+                sys.stderr.write(text)
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+
+    def internal_error(self, what: str, exc: BaseException) -> None:
+        """A server bug or OS failure: one line on stderr, never a traceback; the server carries on."""
+        self.stats.internal_errors += 1
+        try:
+            print(f"dtune serve: error while {what}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+    def date(self) -> str:
+        now = int(time.time())
+        if now != self._date_second:
+            self._date_second = now
+            self._date_text = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now))
+        return self._date_text
+
+    def stats_json(self) -> bytes:
+        return json.dumps(self.stats.snapshot(self._active)).encode()
+
+    # -- run in a worker thread --------------------------------------------------
+
+    def manifest(self, directory: str, base: str) -> bytes:
+        entries = walk_tree(self.root, directory)
+        digests = self.checksums.digests(entries) if self.checksums is not None else None
+        return manifest_bytes(base, entries, digests)
+
+    def listing(self, directory: str, base: str, is_root: bool) -> bytes:
+        return render_listing(base, scan_directory(self.root, directory), is_root=is_root)
+
+
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise DtuneError("serve: --loop uvloop asked for, but uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
+
+
+async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
+    server = FileServer(config)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass  # not the main thread or not supported: stop with KeyboardInterrupt instead
+    announce(server)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+    if not config.quiet:
+        s = server.stats
+        print(f"dtune serve: stopped after {s.requests} requests, {s.bytes_sent} body bytes, "
+              f"{s.connections} connections", file=sys.stderr)
+    return 0
+
+
+def run(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
+    """Serve until SIGINT or SIGTERM (exit code 0); ``announce`` is called once listening."""
+    with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
+        return runner.run(_serve_until_signal(config, announce))
+
+
+class ServerThread:
+    """A ``FileServer`` on its own event loop in a daemon thread; use as a context manager.
+
+    >>> with ServerThread(ServerConfig(root=path, port=0, quiet=True)) as srv:
+    ...     urllib.request.urlopen(srv.url + "a.bin")
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.server: FileServer | None = None
+        self._thread = threading.Thread(target=self._main, name="dtune-serve", daemon=True)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.port
+
+    def _main(self) -> None:
+        factory = _loop_factory(self.config.loop)
+        try:
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(self._serve())
+        except BaseException as exc:  # reported to the starting thread
+            self._error = exc
+            self._ready.set()
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.server = FileServer(self.config)
+        await self.server.start()
+        self._ready.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await self.server.close()
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        self._ready.wait(10)
+        if self._error is not None:
+            raise self._error
+        if self.server is None or not self.server.port:
+            raise DtuneError("serve: server thread did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

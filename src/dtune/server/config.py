@@ -1,0 +1,83 @@
+"""Every tunable of ``dtune serve``, declared once with its default and the reason for it.
+
+The CLI builds its flags from the fields marked as options; tests and the
+in-process ``ServerThread`` pass a ``ServerConfig`` directly (e.g. with
+sub-second timeouts).
+
+Defaults next to what nginx 1.22 and Apache 2.4 use:
+
+=====================  ==========  ===========================================  ==============================
+limit                  dtune       nginx                                        Apache httpd
+=====================  ==========  ===========================================  ==============================
+request target         8 KiB       ``large_client_header_buffers 4 8k``         ``LimitRequestLine 8190``
+                                   (request line must fit one 8 KiB buffer)
+all header fields      32 KiB      4 × 8 KiB buffers                            ``LimitRequestFieldSize 8190``
+                                                                                 per field
+header field count     100         (no count; bounded by the buffers)           ``LimitRequestFields 100``
+request head time      20 s        ``client_header_timeout 60s``                ``RequestReadTimeout header=20-40``
+idle keep-alive        30 s        ``keepalive_timeout 75s``                    ``KeepAliveTimeout 5``
+send stall             60 s        ``send_timeout 60s``                         ``Timeout 60``
+request body           64 KiB      ``client_max_body_size 1m``                  ``LimitRequestBody`` (1 GiB)
+connections            512         ``worker_connections 512``                   ``MaxRequestWorkers 400`` (event)
+listen backlog         511         ``listen … backlog=511``                     ``ListenBacklog 511``
+=====================  ==========  ===========================================  ==============================
+
+Why these values: 8 KiB / 32 KiB / 100 follow the two big servers, so a
+request either accepts everywhere or nowhere. The head deadline is Apache's
+20 s: a slowloris client trickling one header byte at a time is cut off
+after 20 s however busy it keeps the socket. The idle keep-alive is between
+Apache's 5 s (too short for a tuner that pauses between partitions) and
+nginx's 75 s (holds descriptors of crashed clients longer than needed).
+Bodies are discarded (only GET and HEAD are served), so 64 KiB is plenty.
+512 connections covers dtune's largest cc × p with room for several clients.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of one ``dtune serve`` instance (see the module table for the reasons)."""
+
+    root: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    checksums: bool = False
+    max_connections: int = 512
+    quiet: bool = False
+    loop: str = "auto"  # "auto" (uvloop when importable), "uvloop" or "asyncio"
+
+    max_request_line: int = 8 * 1024
+    max_header_bytes: int = 32 * 1024
+    max_headers: int = 100
+    header_timeout: float = 20.0
+    keepalive_timeout: float = 30.0
+    send_timeout: float = 60.0
+    max_body: int = 64 * 1024
+    backlog: int = 511
+    # Requests parsed but not answered yet, per connection, before reading pauses.
+    max_pipeline: int = 128
+    # Bodies up to this size are read into memory and written together with the
+    # head (many small pipelined answers leave in one write); larger ones use sendfile.
+    inline_body_max: int = 64 * 1024
+    cache_dir: Path | None = None  # checksum cache; None = $XDG_CACHE_HOME/dtune
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first setting that cannot work."""
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not in 0..65535")
+        if self.max_connections < 1:
+            raise ValueError("max-connections must be at least 1")
+        for name in ("header_timeout", "keepalive_timeout", "send_timeout"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+        if self.loop not in ("auto", "uvloop", "asyncio"):
+            raise ValueError(f"unknown event loop {self.loop!r}")
+
+    @property
+    def root_str(self) -> str:
+        return os.fspath(self.root)

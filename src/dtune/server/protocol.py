@@ -1,0 +1,607 @@
+"""One client connection: HTTP/1.1 on httptools, answers in order, bodies by sendfile.
+
+Theory of operation
+-------------------
+``data_received`` feeds bytes to ``httptools.HttpRequestParser``; its
+callbacks collect the request line and headers, enforce the size limits,
+and append each complete request to ``_queue``. A parse error or a limit
+appends an error marker instead and stops reading: everything parsed before
+it is still answered, then the 400/414/431/413 answer, then the connection
+closes.
+
+``_pump`` answers the queue strictly first-in first-out, which is what makes
+pipelining safe. Most answers are produced synchronously: a small file is
+``pread`` and its head and body join the other answers of the same batch in
+one ``transport.write``. An answer that must wait — a large body, or a
+listing / manifest built in a worker thread — becomes the connection's single
+``_task``; ``_pump`` does nothing else until that task has finished, so a
+later answer can never overtake it. Reading pauses when more than
+``max_pipeline`` requests wait.
+
+Large bodies bypass the transport: once its buffer is empty, the head goes
+out with ``os.write`` and the body with ``os.sendfile`` on the socket (zero
+copy). On ``EAGAIN`` the task waits for writability on a ``dup`` of the
+socket (both asyncio and uvloop refuse ``add_writer`` on a descriptor that a
+transport owns). Neither ``loop.sendfile`` (uvloop does not implement it)
+nor a read-and-write loop is used; ``docs/server.md`` has the measurements.
+
+Deadlines are not timers: each connection records when its current phase
+began or last made progress, and the server's sweeper calls
+``check_deadline`` about once a second (see ``ServerConfig`` for values).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+import socket
+import stat
+import struct
+from collections import deque
+from typing import TYPE_CHECKING
+
+import httptools
+
+from dtune import __version__
+from dtune.server.conditions import etag_for, http_date, plan_file_response
+from dtune.server.paths import PathRejected, split_target
+
+if TYPE_CHECKING:
+    from dtune.server.app import FileServer
+
+STATS_PATH = b"/.well-known/dtune/stats"
+
+REASONS = {
+    200: "OK", 206: "Partial Content", 301: "Moved Permanently", 304: "Not Modified",
+    400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    413: "Content Too Large", 414: "URI Too Long", 416: "Range Not Satisfiable",
+    431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
+}
+_SERVER = f"dtune/{__version__}"
+_CONDITIONAL = (b"range", b"if-none-match", b"if-modified-since")
+_MIME: dict[str, str] = {}
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
+
+
+def content_type(name: str) -> str:
+    """MIME type from the file name's extension (cached per extension; it cannot go stale)."""
+    dot = name.rfind(".")
+    ext = name[dot:].lower() if dot > 0 else ""
+    found = _MIME.get(ext)
+    if found is None:
+        guessed = mimetypes.guess_type("f" + ext, strict=False)[0] if ext else None
+        found = guessed or "application/octet-stream"
+        if len(_MIME) < 1024:
+            _MIME[ext] = found
+    return found
+
+
+class _Request:
+    __slots__ = ("method", "target", "headers", "keep_alive", "http10", "error")
+
+    def __init__(self) -> None:
+        self.method = b""
+        self.target = b""
+        self.headers: dict[bytes, bytes] = {}
+        self.keep_alive = True
+        self.http10 = False
+        self.error = 0  # a status (400, 413, 414, 431): answer it and close
+
+
+class _Limit(Exception):
+    """Raised inside a parser callback when the request breaks a limit."""
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class HttpConnection(asyncio.Protocol):
+    """The asyncio protocol for one accepted connection (see module docstring)."""
+
+    def __init__(self, server: FileServer) -> None:
+        self._srv = server
+        self._cfg = server.config
+        self._loop = server.loop
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._sock_fd = -1
+        self._dup_fd = -1
+        self._peer = "-"
+        self._queue: deque[_Request] = deque()
+        self._out: list[bytes] = []
+        self._task: asyncio.Task[None] | None = None
+        self._in_thread = False
+        self._write_paused = False
+        self._write_waiter: asyncio.Future[None] | None = None
+        self._reading = True
+        self._stopped = False  # no more requests will be parsed
+        self._closed = False
+        self._overflow = False
+        # the request being parsed
+        self._req: _Request | None = None
+        self._url = b""
+        self._header_count = 0
+        self._header_bytes = 0
+        self._body_bytes = 0
+        self._limit_status = 0
+        self._in_head = False
+        self._seq = 0
+        self._raw_head = 0
+        # deadline bookkeeping (loop.time() values)
+        self._now = 0.0
+        self._head_started = 0.0
+        self._idle_since = 0.0
+        self._progress_at = 0.0
+
+    def __repr__(self) -> str:
+        state = "busy" if self._task or self._queue else ("head" if self._in_head else "idle")
+        return f"<HttpConnection {self._peer} {state}, {len(self._queue)} queued>"
+
+    # -- asyncio.Protocol ----------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
+        sock = transport.get_extra_info("socket")
+        self._sock_fd = sock.fileno() if sock is not None else -1
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self._peer = f"{peer[0]}:{peer[1]}"
+        self._idle_since = self._now = self._loop.time()
+        self._overflow = not self._srv.connection_opened(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._stopped = True
+        self._queue.clear()
+        if self._task is not None:
+            self._task.cancel()
+        elif self._dup_fd >= 0:
+            os.close(self._dup_fd)
+            self._dup_fd = -1
+        if self._write_waiter is not None:
+            _wake(self._write_waiter)
+        self._srv.connection_closed(self)
+
+    def eof_received(self) -> bool:
+        # A client may half-close after sending its pipelined requests: answer them, then close.
+        self._stopped = True
+        if not self._queue and self._task is None:
+            return False
+        return True
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._progress_at = self._loop.time()
+        if self._write_waiter is not None:
+            _wake(self._write_waiter)
+
+    def data_received(self, data: bytes) -> None:
+        if self._stopped:
+            return
+        self._now = self._loop.time()
+        was_in_head, seq = self._in_head, self._seq
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            # Upgrade (h2c, websocket) is not offered: answer the request over HTTP/1.1, then close.
+            if self._queue:
+                self._queue[-1].keep_alive = False
+            self._stop_reading()
+        except httptools.HttpParserError:
+            self._fail(self._limit_status or 400)
+        else:
+            if was_in_head and self._in_head and seq == self._seq:
+                # the whole chunk belongs to one unfinished head: bound what httptools buffers
+                self._raw_head += len(data)
+                if self._raw_head > self._cfg.max_request_line + self._cfg.max_header_bytes + 1024:
+                    self._fail(431)
+        if self._reading and len(self._queue) > self._cfg.max_pipeline:
+            self._reading = False
+            self._transport.pause_reading()  # type: ignore[union-attr]
+        self._pump()
+
+    # -- httptools callbacks -------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._req = _Request()
+        self._url = b""
+        self._header_count = self._header_bytes = self._body_bytes = 0
+        self._in_head = True
+        self._seq += 1
+        self._raw_head = 0
+        self._head_started = self._now
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > self._cfg.max_request_line:
+            self._limit_status = 414
+            raise _Limit
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        self._header_bytes += len(name) + len(value) + 4
+        if self._header_count > self._cfg.max_headers or self._header_bytes > self._cfg.max_header_bytes:
+            self._limit_status = 431
+            raise _Limit
+        headers = self._req.headers  # type: ignore[union-attr]
+        key = name.lower()
+        old = headers.get(key)
+        headers[key] = value if old is None else old + b", " + value
+
+    def on_headers_complete(self) -> None:
+        req = self._req
+        parser = self._parser
+        req.method = parser.get_method()  # type: ignore[union-attr]
+        req.target = self._url  # type: ignore[union-attr]
+        req.keep_alive = parser.should_keep_alive()  # type: ignore[union-attr]
+        req.http10 = parser.get_http_version() == "1.0"  # type: ignore[union-attr]
+        self._in_head = False
+
+    def on_body(self, body: bytes) -> None:
+        self._body_bytes += len(body)
+        if self._body_bytes > self._cfg.max_body:
+            self._limit_status = 413
+            raise _Limit
+
+    def on_message_complete(self) -> None:
+        self._queue.append(self._req)  # type: ignore[arg-type]
+
+    # -- answering, in order ---------------------------------------------------
+
+    def _stop_reading(self) -> None:
+        self._stopped = True
+        if self._reading and self._transport is not None:
+            self._reading = False
+            self._transport.pause_reading()
+
+    def _fail(self, status: int) -> None:
+        req = _Request()
+        req.error = status
+        req.keep_alive = False
+        self._queue.append(req)
+        self._in_head = False
+        self._stop_reading()
+
+    def _pump(self) -> None:
+        if self._task is not None or self._closed:
+            return
+        queue = self._queue
+        while queue:
+            if self._write_paused:
+                self._flush()
+                self._start(self._wait_writable_transport())
+                return
+            req = queue.popleft()
+            try:
+                step = self._respond(req)
+            except Exception as exc:  # a bug must cost one connection, never the server
+                self._srv.internal_error("answering a request", exc)
+                self._flush()
+                self._abort()
+                return
+            if step is not None:
+                self._flush()
+                self._start(step)
+                return
+            if self._closed:
+                return
+        self._flush()
+        self._idle_since = self._loop.time()
+        if self._stopped and not self._in_head and self._transport is not None:
+            self._transport.close()  # EOF or error after the last answer
+            return
+        if not self._reading and not self._stopped:
+            self._reading = True
+            self._transport.resume_reading()  # type: ignore[union-attr]
+        self._srv.flush_log()
+
+    def _start(self, coro) -> None:  # type: ignore[no-untyped-def]
+        self._progress_at = self._loop.time()
+        self._task = self._loop.create_task(self._run(coro))
+
+    async def _run(self, coro) -> None:  # type: ignore[no-untyped-def]
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._srv.internal_error("sending an answer", exc)
+            self._abort()
+        finally:
+            self._task = None
+            if self._closed and self._dup_fd >= 0:
+                os.close(self._dup_fd)
+                self._dup_fd = -1
+        self._pump()
+
+    async def _wait_writable_transport(self) -> None:
+        while self._write_paused and not self._closed:
+            self._write_waiter = self._loop.create_future()
+            try:
+                await self._write_waiter
+            finally:
+                self._write_waiter = None
+
+    def _flush(self) -> None:
+        out = self._out
+        if out:
+            data = out[0] if len(out) == 1 else b"".join(out)
+            out.clear()
+            if not self._closed:
+                self._transport.write(data)  # type: ignore[union-attr]
+
+    def _abort(self, *, reset: bool = False) -> None:
+        """Drop the connection now; ``reset`` also discards unsent data (RST), as for a stalled client."""
+        self._out.clear()
+        self._queue.clear()
+        self._stopped = True
+        if self._transport is None:
+            return
+        if reset:
+            sock = self._transport.get_extra_info("socket")
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+            except (OSError, AttributeError):
+                pass
+        self._transport.abort()
+
+    def _finish(self, req: _Request, status: int, sent: int, *, counted: bool = True) -> None:
+        """Count the answer; close after it when keep-alive ends here."""
+        if counted:
+            self._srv.count(req, status, sent, self._peer)
+        if not req.keep_alive:
+            self._stopped = True
+            self._queue.clear()
+            self._flush()
+            if self._transport is not None:
+                self._transport.close()
+            self._closed = True
+
+    def _head(self, status: int, req: _Request, length: int | None, fields: str) -> bytes:
+        if req.keep_alive:
+            conn = "Connection: keep-alive\r\n" if req.http10 else ""
+        else:
+            conn = "Connection: close\r\n"
+        clen = "" if length is None else f"Content-Length: {length}\r\n"
+        return (
+            f"HTTP/1.1 {status} {REASONS[status]}\r\nServer: {_SERVER}\r\nDate: {self._srv.date()}\r\n"
+            f"{clen}{fields}{conn}\r\n"
+        ).encode("latin-1")
+
+    def _simple(self, req: _Request, status: int, fields: str = "", body: bytes | None = None) -> None:
+        """A short answer with a text body (errors, redirects)."""
+        if status == 400:
+            req.keep_alive = False  # the stream may be out of step: never parse past a bad request
+        if body is None:
+            body = f"{status} {REASONS[status]}\n".encode()
+        head = self._head(status, req, len(body), "Content-Type: text/plain; charset=utf-8\r\n" + fields)
+        self._out.append(head if req.method == b"HEAD" else head + body)
+        self._finish(req, status, 0)
+
+    def _respond(self, req: _Request):  # type: ignore[no-untyped-def]
+        """Answer one request; return a coroutine when the answer must wait, else None."""
+        if req.error:
+            self._simple(req, req.error)
+            return None
+        if self._overflow:
+            req.keep_alive = False
+            self._simple(req, 503, "Retry-After: 1\r\n")
+            return None
+        method = req.method
+        if method == b"GET":
+            is_get = True
+        elif method == b"HEAD":
+            is_get = False
+        else:
+            self._simple(req, 405, "Allow: GET, HEAD\r\n")
+            return None
+        try:
+            url = httptools.parse_url(req.target)
+        except httptools.HttpParserInvalidURLError:
+            req.keep_alive = False
+            self._simple(req, 400)
+            return None
+        raw_path = url.path or b"/"
+        if raw_path == STATS_PATH:
+            self._stats(req)
+            return None
+        try:
+            target = split_target(raw_path)
+            fd, st, real = self._srv.root.open(target)
+        except PathRejected as exc:
+            self._simple(req, exc.status)
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            os.close(fd)
+            if not target.trailing_slash:
+                location = target.url_path(slash=True)
+                if url.query:
+                    location += "?" + url.query.decode("latin-1")
+                self._simple(req, 301, f"Location: {location}\r\n")
+                return None
+            return self._directory(req, target, real, url.query)
+        return self._file(req, is_get, fd, st, target.segments[-1])
+
+    def _file(self, req: _Request, is_get: bool, fd: int, st: os.stat_result, name: str):  # type: ignore[no-untyped-def]
+        size = st.st_size
+        mtime = int(st.st_mtime)
+        etag = etag_for(size, st.st_mtime_ns)
+        headers = req.headers
+        if any(k in headers for k in _CONDITIONAL):
+            plan = plan_file_response(
+                is_get=is_get, size=size, mtime=mtime, etag=etag,
+                range_value=_text(headers.get(b"range")), if_range=_text(headers.get(b"if-range")),
+                if_none_match=_text(headers.get(b"if-none-match")),
+                if_modified_since=_text(headers.get(b"if-modified-since")),
+            )
+            status, start, length = plan.status, plan.start, plan.length
+        else:
+            status, start, length = 200, 0, size
+        validators = f"ETag: {etag}\r\nLast-Modified: {http_date(mtime)}\r\nAccept-Ranges: bytes\r\n"
+        if status == 304:
+            os.close(fd)
+            self._out.append(self._head(304, req, None, validators))
+            self._finish(req, 304, 0)
+            return None
+        if status == 416:
+            os.close(fd)
+            self._simple(req, 416, f"Content-Range: bytes */{size}\r\n" + validators)
+            return None
+        fields = f"Content-Type: {content_type(name)}\r\n{validators}"
+        if status == 206:
+            fields += f"Content-Range: bytes {start}-{start + length - 1}/{size}\r\n"
+        head = self._head(status, req, length, fields)
+        if not is_get or length == 0:
+            os.close(fd)
+            self._out.append(head)
+            self._finish(req, status, 0)
+            return None
+        if length <= self._cfg.inline_body_max:
+            try:
+                body = os.pread(fd, length, start)
+            finally:
+                os.close(fd)
+            if len(body) != length:  # shrank since fstat: the promised length cannot be kept
+                self._flush()
+                self._abort()
+                return None
+            self._out.append(head + body)
+            self._finish(req, status, length)
+            return None
+        return self._sendfile(req, status, fd, head, start, length)
+
+    async def _sendfile(self, req: _Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
+        """Send ``head`` then ``length`` bytes of ``fd`` straight to the socket."""
+        sent_body = 0
+        try:
+            sock = await self._direct_socket()
+            if sock < 0:
+                return
+            loop = self._loop
+            while head:
+                try:
+                    n = os.write(sock, head)
+                except BlockingIOError:
+                    await self._writable(sock)
+                    continue
+                head = head[n:]
+            while length > 0:
+                try:
+                    n = os.sendfile(sock, fd, offset, length)
+                except BlockingIOError:
+                    await self._writable(sock)
+                    continue
+                if n == 0:  # the file shrank under us; the promised length cannot be kept
+                    self._abort()
+                    return
+                offset += n
+                length -= n
+                sent_body += n
+                self._srv.stats.bytes_sent += n
+                self._progress_at = loop.time()
+        except (BrokenPipeError, ConnectionError):
+            self._abort()
+            return
+        except OSError as exc:
+            self._srv.internal_error("sendfile", exc)
+            self._abort()
+            return
+        finally:
+            os.close(fd)
+        self._finish(req, status, 0)
+
+    async def _direct_socket(self) -> int:
+        """A descriptor for writing past the transport, once the transport's buffer is empty."""
+        transport = self._transport
+        if self._dup_fd < 0:
+            if self._sock_fd < 0 or self._closed:
+                return -1
+            self._dup_fd = os.dup(self._sock_fd)
+        while transport is not None and transport.get_write_buffer_size() > 0:
+            if self._closed:
+                return -1
+            await self._writable(self._dup_fd)
+            await asyncio.sleep(0)  # let the transport flush its own buffer first
+        return -1 if self._closed else self._dup_fd
+
+    async def _writable(self, fd: int) -> None:
+        fut = self._loop.create_future()
+        self._loop.add_writer(fd, _wake, fut)
+        try:
+            await fut
+        finally:
+            self._loop.remove_writer(fd)
+        if self._closed:
+            raise ConnectionResetError("connection closed")
+
+    async def _directory(self, req: _Request, target, real: str, query: bytes | None) -> None:  # type: ignore[no-untyped-def]
+        accept = req.headers.get(b"accept", b"")
+        want_manifest = b"application/json" in accept or _has_manifest_key(query)
+        base = target.url_path(slash=True)
+        self._in_thread = True
+        try:
+            if want_manifest:
+                body = await self._loop.run_in_executor(None, self._srv.manifest, real, base)
+                ctype = "application/json"
+            else:
+                body = await self._loop.run_in_executor(None, self._srv.listing, real, base, not target.segments)
+                ctype = "text/html; charset=utf-8"
+        except PermissionError:
+            self._simple(req, 403)
+            return
+        except FileNotFoundError:
+            self._simple(req, 404)
+            return
+        finally:
+            self._in_thread = False
+        if self._closed:
+            return
+        head = self._head(200, req, len(body), f"Content-Type: {ctype}\r\nCache-Control: no-cache\r\n")
+        self._out.append(head if req.method == b"HEAD" else head + body)
+        self._flush()
+        self._finish(req, 200, 0)
+
+    def _stats(self, req: _Request) -> None:
+        body = self._srv.stats_json()
+        head = self._head(200, req, len(body), "Content-Type: application/json\r\nCache-Control: no-store\r\n")
+        self._out.append(head if req.method == b"HEAD" else head + body)
+        self._finish(req, 200, 0, counted=False)  # the stats request itself is not counted
+
+    # -- deadlines -------------------------------------------------------------
+
+    def check_deadline(self, now: float) -> None:
+        """Close the connection if its current phase has lasted too long (called by the sweeper)."""
+        if self._closed or self._transport is None:
+            return
+        cfg = self._cfg
+        if self._task is not None or self._queue:
+            if self._in_thread or now - self._progress_at <= cfg.send_timeout:
+                return
+            self._abort(reset=True)  # the client stopped reading: free the socket buffers too
+        elif self._in_head:
+            if now - self._head_started > cfg.header_timeout:
+                self._abort(reset=True)  # slowloris: the head did not arrive in time
+        elif now - self._idle_since > cfg.keepalive_timeout:
+            self._stopped = True
+            self._transport.close()
+
+    def shutdown(self) -> None:
+        """Server stop: drop the connection (answers in progress are cut)."""
+        if not self._closed and self._transport is not None:
+            self._abort()
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+def _has_manifest_key(query: bytes | None) -> bool:
+    if not query:
+        return False
+    return any(part.split(b"=", 1)[0] == b"manifest" for part in query.split(b"&"))
