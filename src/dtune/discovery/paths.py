@@ -36,7 +36,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # Unicode categories refused anywhere in a name: control characters (Cc),
 # lone surrogates (Cs: bytes that were not UTF-8) and the line/paragraph
 # separators (Zl, Zp) that would split a one-line message.
-_REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "not valid UTF-8", "Zl": "line separator",
+_REFUSED_CATEGORIES = {"Cc": "control character", "Cs": "lone surrogate", "Zl": "line separator",
                        "Zp": "paragraph separator"}
 
 
@@ -48,6 +48,8 @@ def relpath_problem(name: object) -> tuple[str | None, str | None]:
         return None, "empty name"
     for ch in name:
         category = unicodedata.category(ch)
+        if category == "Cs" and 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte kept by errors="surrogateescape"
+            return None, f"not valid UTF-8 (byte 0x{ord(ch) - 0xDC00:02X})"
         if category in _REFUSED_CATEGORIES:
             return None, f"{_REFUSED_CATEGORIES[category]} U+{ord(ch):04X}"
     if "\\" in name:

@@ -1,0 +1,369 @@
+"""Discovery: turn sources (URLs, URL lists, Metalinks) into a ``Dataset``.
+
+Theory of operation
+-------------------
+``discover()`` looks at each source once and decides what it is:
+
+- an existing local file: a Metalink 4 (by extension or first bytes) or an
+  aria2-style URL list; read here, parsed by a pure parser.
+- an http(s) URL whose path ends in '/': a directory. It is fetched with
+  ``Accept: application/json``; a JSON object with ``dtune_manifest`` is a
+  whole tree at once; a JSON list is one nginx ``autoindex_format json``
+  level; HTML is one nginx/Apache index level. Levels are walked breadth
+  first, a few requests at a time, with a visited set (redirect loops and
+  repeated links), ``max_depth`` and ``max_files`` as guards, and only into
+  directories that stay under the starting URL.
+- any other http(s) URL: one file. A ``HEAD`` gives its size and maybe a
+  digest; if redirects end on a path with '/', it was a directory after all.
+
+Parsers (``manifest``, ``autoindex``, ``urllist``, ``metalink``) only turn
+bytes into untrusted ``Entry`` objects. This module is the one place that
+makes names safe: each goes through ``safe_relpath``; a refused name costs
+that entry only (a ``refusing NAME from SOURCE: REASON`` warning), never the
+rest of the dataset. Malformed listings and failed requests of a source's
+own URL raise ``DiscoveryError``; a sub-directory that fails to list is a
+warning (the rest of the tree is still worth fetching, and the warning says
+what is missing).
+
+The network is injected: ``fetch`` is a coroutine function with the
+signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dtune.dataset import Dataset, FileSpec
+from dtune.discovery.autoindex import nginx_json_entries, parse_html_index
+from dtune.discovery.entries import Entry, Listing
+from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
+from dtune.discovery.metalink import looks_like_metalink, parse_metalink
+from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
+from dtune.discovery.urllist import parse_url_list
+from dtune.discovery.urls import (
+    join_url,
+    last_segment,
+    path_is_dir,
+    relative_segments,
+    requote_url,
+    sha256_from_headers,
+)
+from dtune.errors import DiscoveryError, DtuneError
+
+__all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
+
+# Directory listings fetched at once. Eight hides most of the per-directory
+# round trip on a WAN for trees of many small directories, while staying far
+# below what a shared web server would notice as a crawl.
+LISTING_CONCURRENCY = 8
+# A listing body may hold a whole tree (a manifest); allow ~256 bytes per
+# file up to max_files, at least fetch's usual 64 MiB, at most 1 GiB.
+_BYTES_PER_LISTED_FILE = 256
+
+
+@dataclass(slots=True)
+class FetchResult:
+    """What ``fetch`` returns: the last response after following redirects.
+
+    status   HTTP status code of the final response
+    headers  response headers, names in lower case
+    body     the body (empty for HEAD)
+    url      the final URL, after redirects
+    """
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    url: str
+
+
+# await fetch(url, *, method="GET", headers=None, max_bytes=64 << 20) -> FetchResult
+Fetch = Callable[..., Awaitable[FetchResult]]
+
+
+async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
+                   max_depth: int = 32, max_files: int = 1_000_000) -> Dataset:
+    """List every source and return the files to fetch.
+
+    sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
+    fetch      ``await fetch(url, *, method="GET", headers=None, max_bytes=...) -> FetchResult``
+    mirrors    other places serving the same bytes (``--mirror``): for a directory source a
+               directory URL holding the same relative paths; for a single-file source another
+               URL of that file (or a directory URL holding it by name); for URL lists and
+               Metalinks, directory URLs only
+    max_depth  deepest sub-directory level followed below a directory source
+    max_files  more files than this (or more directory listings) is an error, not a truncation
+    """
+    if isinstance(sources, str):
+        sources = [sources]
+    if not sources:
+        raise DiscoveryError("discovery: no source given")
+    walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
+                        max_files=max_files, single_source=len(sources) == 1)
+    for source in sources:
+        await walker.source(source)
+    walker.refuse_file_dir_clashes()
+    return walker.dataset
+
+
+def _checked_mirror(mirror: str) -> str:
+    try:
+        return requote_url(mirror)
+    except ValueError as exc:
+        raise DiscoveryError(f"mirror {mirror!r}: {exc}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _content_type(headers: dict[str, str]) -> tuple[str, str | None]:
+    value = headers.get("content-type", "")
+    mime, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset":
+            charset = val.strip().strip('"') or None
+    return mime.strip().lower(), charset
+
+
+def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
+    """Which kind of listing a directory response is, and its entries."""
+    mime, charset = _content_type(res.headers)
+    first = res.body.lstrip()[:1]
+    is_html = mime in ("text/html", "application/xhtml+xml")
+    if "json" in mime or (not is_html and first in (b"{", b"[")):
+        doc = load_json(res.body, page_url, "directory listing")
+        if is_manifest(doc):
+            return "manifest", manifest_entries(doc, page_url)
+        if isinstance(doc, list):
+            return "nginx-json", nginx_json_entries(doc, page_url)
+        raise DiscoveryError(f"{page_url}: JSON listing is neither a dtune manifest nor an nginx JSON index")
+    if is_html or (not mime and first == b"<"):
+        return "html", parse_html_index(res.body, page_url, page_url, charset=charset)
+    raise DiscoveryError(f"{page_url}: cannot list a directory served as {mime or 'no content type'!r}")
+
+
+class _Discovery:
+    """Accumulates one ``Dataset`` over all sources (state for a single ``discover`` call)."""
+
+    def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
+                 single_source: bool) -> None:
+        self._fetch = fetch
+        self._mirrors = mirrors
+        self._max_depth = max_depth
+        self._max_files = max_files
+        self._single_source = single_source
+        self._listing_max_bytes = min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE))
+        self._owner: dict[str, str] = {}  # relpath -> the source it came from
+        self._listed = 0
+        self.dataset = Dataset()
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def warn(self, message: str) -> None:
+        self.dataset.warnings.append(message)
+
+    def safe(self, name: str, where: str, prefix: str = "") -> str | None:
+        """``prefix`` + the safe form of ``name``, or None after a refusal warning."""
+        relpath, reason = relpath_problem(name)
+        if relpath is not None and prefix:
+            relpath, reason = relpath_problem(prefix + relpath)
+        if relpath is None:
+            self.warn(f"refusing {prefix + name!r} from {where}: {reason}")
+        return relpath
+
+    def add(self, spec: FileSpec, source: str) -> None:
+        first = self._owner.get(spec.relpath)
+        if first is not None:
+            self.warn(f"duplicate {spec.relpath!r} from {source} (already from {first}); keeping the first")
+            return
+        if len(self.dataset.files) >= self._max_files:
+            raise DiscoveryError(f"{source}: more than max_files={self._max_files} files; "
+                                 "raise the limit to fetch them all")
+        self._owner[spec.relpath] = source
+        spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
+        self.dataset.files.append(spec)
+
+    def refuse_file_dir_clashes(self) -> None:
+        """A relpath that is a file and also a directory of other files cannot be written."""
+        dirs = {rel.rsplit("/", 1)[0] for rel in self._owner if "/" in rel}
+        for rel in list(dirs):
+            while "/" in rel:
+                rel = rel.rsplit("/", 1)[0]
+                dirs.add(rel)
+        if not dirs.intersection(self._owner):
+            return
+        kept = []
+        for spec in self.dataset.files:
+            if spec.relpath in dirs:
+                self.warn(f"refusing {spec.relpath!r} from {self._owner[spec.relpath]}: "
+                          "it is also a directory of other files")
+            else:
+                kept.append(spec)
+        self.dataset.files = kept
+
+    def _dir_mirrors(self, relpath: str) -> list[str]:
+        return [join_url(m, relpath) for m in self._mirrors]
+
+    async def _call(self, url: str, **kwargs: object) -> FetchResult:
+        try:
+            res = await self._fetch(url, **kwargs)
+        except DiscoveryError:
+            raise
+        except (DtuneError, OSError) as exc:  # TimeoutError is an OSError
+            raise DiscoveryError(f"{kwargs.get('method', 'GET')} {url}: {_one_line(exc)}") from None
+        return FetchResult(status=res.status, headers={k.lower(): v for k, v in res.headers.items()},
+                           body=res.body, url=res.url or url)
+
+    # -- sources ---------------------------------------------------------------------------
+
+    async def source(self, source: str) -> None:
+        if os.path.isfile(source):
+            await self._local_file(source)
+            return
+        if os.path.isdir(source):
+            raise DiscoveryError(f"{source}: is a local directory; give a URL, a URL list or a Metalink file")
+        try:
+            url = requote_url(source)
+        except ValueError as exc:
+            raise DiscoveryError(f"{source}: not an existing file, and {exc}") from None
+        if path_is_dir(url):
+            await self._directory(url, source)
+        else:
+            await self._single_file(url, source)
+
+    async def _local_file(self, path: str) -> None:
+        try:
+            body = await asyncio.to_thread(Path(path).read_bytes)
+        except OSError as exc:
+            raise DiscoveryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if looks_like_metalink(path, body[:64]):
+            listing = parse_metalink(body, path)
+        else:
+            listing = parse_url_list(body, path)
+        self.dataset.warnings.extend(listing.warnings)
+        file_mirrors = [m for m in self._mirrors if not path_is_dir(m)]
+        for mirror in file_mirrors:
+            self.warn(f"ignoring mirror {mirror} for {path}: a list of files needs directory mirrors "
+                      "(URLs ending in '/')")
+        dir_mirrors = [m for m in self._mirrors if path_is_dir(m)]
+        for entry in listing.entries:
+            relpath = self.safe(entry.name, path)
+            if relpath is None:
+                continue
+            mirrors = list(entry.urls[1:]) + [join_url(m, relpath) for m in dir_mirrors]
+            self.add(FileSpec(url=entry.urls[0], relpath=relpath, size=entry.size, sha256=entry.sha256,
+                              mirrors=mirrors, mtime=entry.mtime), path)
+
+    async def _single_file(self, url: str, source: str) -> None:
+        res = await self._call(url, method="HEAD")
+        try:
+            final = requote_url(res.url)
+        except ValueError:
+            final = url
+        if path_is_dir(final) and res.status < 400:
+            await self._directory(final, source)
+            return
+        size = sha256 = None
+        if res.status == 200:
+            length = res.headers.get("content-length", "").strip()
+            size = int(length) if length.isascii() and length.isdigit() else None
+            sha256 = sha256_from_headers(res.headers)
+        elif res.status >= 400 and res.status not in (405, 501):
+            self.warn(f"HEAD {url} answered HTTP {res.status}; will try GET anyway")
+        relpath = self.safe(last_segment(url), source)
+        if relpath is None:
+            return
+        mirrors = []
+        for mirror in self._mirrors:
+            if path_is_dir(mirror):
+                mirrors.append(join_url(mirror, relpath))
+            elif self._single_source:
+                mirrors.append(mirror)
+            else:
+                self.warn(f"ignoring mirror {mirror} for {source}: with several sources a mirror must be "
+                          "a directory URL (ending in '/')")
+        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors), source)
+
+    # -- directories -----------------------------------------------------------------------
+
+    async def _list_one(self, url: str, limit: asyncio.Semaphore) -> FetchResult | DiscoveryError:
+        async with limit:
+            try:
+                res = await self._call(url, headers={"Accept": "application/json"},
+                                       max_bytes=self._listing_max_bytes)
+            except DiscoveryError as exc:
+                return exc
+        if res.status != 200:
+            return DiscoveryError(f"GET {url}: listing answered HTTP {res.status}")
+        return res
+
+    async def _directory(self, start: str, source: str) -> None:
+        """Walk a directory tree breadth first; relpaths are relative to ``start``."""
+        root: str | None = None  # the start URL after redirects: everything must stay under it
+        seen: set[str] = {start}
+        level: list[tuple[str, str, int]] = [(start, "", 0)]  # (url, relpath prefix, depth)
+        limit = asyncio.Semaphore(LISTING_CONCURRENCY)
+        while level:
+            self._listed += len(level)
+            if self._listed > self._max_files:
+                raise DiscoveryError(f"{source}: more than max_files={self._max_files} directory listings")
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._list_one(url, limit)) for url, _, _ in level]
+            next_level: list[tuple[str, str, int]] = []
+            for (url, prefix, depth), task in zip(level, tasks, strict=True):
+                outcome = task.result()
+                if isinstance(outcome, DiscoveryError):
+                    if root is None:
+                        raise outcome
+                    self.warn(f"skipping directory {prefix!r} of {source}: {outcome}")
+                    continue
+                try:
+                    final = requote_url(outcome.url)
+                except ValueError:
+                    final = url
+                if root is None:
+                    root = final if path_is_dir(final) else url
+                elif final != url:
+                    if final in seen:
+                        continue  # redirected to a directory already listed
+                    if relative_segments(final, root) is None:
+                        self.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
+                        continue
+                seen.add(final)
+                _, listing = _parse_directory(outcome, final)
+                self.dataset.warnings.extend(listing.warnings)
+                for entry in listing.entries:
+                    sub = self._entry(entry, final, prefix, depth, source)
+                    if sub is not None and sub[0] not in seen:
+                        seen.add(sub[0])
+                        next_level.append(sub)
+            level = next_level
+
+    def _entry(self, entry: Entry, page: str, prefix: str, depth: int,
+               source: str) -> tuple[str, str, int] | None:
+        """Add a file entry; return ``(url, prefix, depth)`` for a sub-directory to list next."""
+        rel = self.safe(entry.name, page)
+        if rel is None:
+            return None
+        relpath = self.safe(rel, page, prefix)
+        if relpath is None:
+            return None
+        url = entry.urls[0] if entry.urls else join_url(page, rel)
+        if entry.is_dir:
+            if depth + 1 > self._max_depth:
+                self.warn(f"not descending into {relpath + '/'!r} of {source}: deeper than "
+                          f"max_depth={self._max_depth}")
+                return None
+            if not url.endswith("/"):
+                url += "/"
+            return url, relpath + "/", depth + 1
+        self.add(FileSpec(url=url, relpath=relpath, size=entry.size, sha256=entry.sha256,
+                          mirrors=self._dir_mirrors(relpath), mtime=entry.mtime), source)
+        return None
