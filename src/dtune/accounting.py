@@ -54,7 +54,8 @@ class Rate:
 
 @dataclass(slots=True)
 class PartitionView:
-    bytes: int
+    bytes: int                 # received in this run
+    bytes_resumed: int         # on disk from an earlier run
     bytes_total: int | None
     rate: float
     eta: float | None
@@ -112,7 +113,8 @@ class Accounting:
         self.files_failed = 0
         self.retries = 0
         self.rtts: deque[float] = deque(maxlen=64)
-        self.partition_totals: dict[str, list[int]] = {}  # name → [bytes_total, files_total, files_done]
+        # name → [bytes_total, files_total, files_done, bytes_resumed]
+        self.partition_totals: dict[str, list[int]] = {}
         self.partition_params: dict[str, dict] = {}
         self._rate = Rate()
         self._partition_rates: dict[str, Rate] = {}
@@ -175,7 +177,7 @@ class Accounting:
             prate = self._partition_rates.get(name, Rate()).value
             left = max(0, ptotal - presumed - got)
             parts[name] = PartitionView(
-                bytes=got, bytes_total=ptotal, rate=prate,
+                bytes=got, bytes_resumed=presumed, bytes_total=ptotal, rate=prate,
                 eta=(left / prate if prate > 0 else None) if left else 0.0,
                 files_total=pfiles, files_done=pdone, channels=channels_by_part.get(name, 0),
                 params=self.partition_params.get(name, {}))

@@ -20,7 +20,12 @@ from dtune.discovery.paths import resolve_inside
 from dtune.engine import Engine, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.http.client import Fetcher
-from dtune.params import EngineOptions, Params, default_params
+from dtune.netfacts import NetworkFacts, gather_facts
+from dtune.params import EngineOptions
+from dtune.tuners import Tuner, TunerPlan, make_tuner
+
+DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
+DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
 
 EventSink = Callable[[dict], None]
 
@@ -36,23 +41,47 @@ class TransferPlan:
     pp: int | None = None
     mirrors: list[str] = field(default_factory=list)
     options: EngineOptions = field(default_factory=EngineOptions)
+    tuner: str = "auto"
+    max_cc: int = DEFAULT_MAX_CC
+    partitions: int = DEFAULT_PARTITIONS
+    bandwidth: float | None = None     # bytes/s, when the user gives it
+    tcp_buffer: int | None = None      # bytes, when the user gives it
+    rtt: float | None = None           # seconds, when the user gives it
+
+    def fixed(self) -> dict[str, int]:
+        """The parameters the user set explicitly: no tuner may change them."""
+        return {n: getattr(self, n) for n in ("cc", "p", "pp") if getattr(self, n) is not None}
 
 
-def choose_params(plan: TransferPlan, dataset: Dataset, emit: EventSink) -> Params:
-    """Defaults for what the user left open; values the user set are kept as given."""
-    sizes = [f.size for f in dataset.files if f.size is not None]
-    avg = sum(sizes) / len(sizes) if sizes else None
-    base = default_params(len(dataset.files), avg)
-    chosen = Params(cc=plan.cc if plan.cc is not None else base.cc,
-                    p=plan.p if plan.p is not None else base.p,
-                    pp=plan.pp if plan.pp is not None else base.pp)
-    left_open = [n for n in ("cc", "p", "pp") if getattr(plan, n) is None]
-    if left_open:
-        emit({"event": "tuning", "tuner": "defaults", "params": chosen.as_dict(),
-              "chosen": left_open,
-              "reason": f"{len(dataset.files)} files, average size "
-                        f"{'unknown' if avg is None else f'{avg:.0f} bytes'}"})
-    return chosen
+async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink) -> tuple[Tuner, TunerPlan]:
+    """Pick the tuner, gather the network facts it needs, and get its first plan."""
+    tuner = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
+                       max_partitions=plan.partitions)
+    sizes = [s.size for s in specs]
+    known = [s for s in sizes if s is not None]
+    facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,
+                         tcp_buffer=plan.tcp_buffer or 0, how={})
+    if tuner.needs_facts:
+        largest = max(specs, key=lambda s: s.size or 0)
+        facts = await gather_facts(largest.url, largest.size or 0, sum(known),
+                                   bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer, rtt=plan.rtt)
+    tplan = tuner.plan(sizes, facts)
+    emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
+          "facts": facts.as_dict() if tuner.needs_facts else None,
+          "params": {n: p.as_dict() for n, p in tplan.params.items()},
+          "fixed": plan.fixed(), "reason": tplan.notes})
+    return tuner, tplan
+
+
+async def _drive(tuner: Tuner, engine: Engine, done: asyncio.Task, emit: EventSink) -> None:
+    """Feed the tuner snapshots and apply what it decides, until the transfer ends."""
+    while not done.done():
+        await asyncio.sleep(tuner.interval)
+        if engine.acct is None:
+            continue
+        decision = tuner.update(engine.now(), engine.snapshot())
+        if decision is not None:
+            engine.apply(decision.params, reason=decision.reason)
 
 
 def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:
@@ -93,22 +122,22 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
         raise DtuneError("nothing to fetch: the sources list no files")
-    dataset_ok = Dataset(files=specs)
-    params = choose_params(plan, dataset_ok, emit)
-    engine = Engine(specs, paths, params, options=plan.options, on_event=on_event)
+    tuner, tplan = await plan_tuning(plan, specs, emit)
+    engine = Engine(specs, paths, tplan.params, options=plan.options, on_event=on_event,
+                    partition_of=lambda i, _spec: tplan.partition_of[i])
     if on_engine is not None:
         on_engine(engine)
     task = asyncio.create_task(engine.run())
-    reporter = None
+    helpers = [asyncio.create_task(_drive(tuner, engine, task, emit))]
     if on_progress is not None:
-        reporter = asyncio.create_task(_report(engine, task, on_progress))
+        helpers.append(asyncio.create_task(_report(engine, task, on_progress)))
     try:
         result = await task
     finally:
-        if reporter is not None:
-            reporter.cancel()
+        for helper in helpers:
+            helper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+                await helper
     refused = len(dataset.files) - len(specs)
     if refused:
         from dtune.engine import FileResult

@@ -9,7 +9,8 @@ from dtune.errors import UsageError
 from dtune.loop import run_async
 from dtune.params import EngineOptions
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
-from dtune.transfer import TransferPlan, transfer
+from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan, transfer
+from dtune.tuners import TUNERS
 
 HELP = """\
 Fetch SOURCE(s) into DIR and verify every file.
@@ -50,6 +51,39 @@ def _seconds(value: str) -> float:
     return x
 
 
+_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_BINARY = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def _rate(value: str) -> float:
+    """Bits/s with an optional k/M/G suffix → bytes/s."""
+    text = value.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("b")
+    unit = text[-1:] if text[-1:] in "kmgt" else ""
+    try:
+        n = float(text[: len(text) - len(unit)]) * _SUFFIX[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a rate like 1G or 400M") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return n / 8
+
+
+def _size(value: str) -> int:
+    text = value.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = text[-1:] if text[-1:] in "kmg" else ""
+    try:
+        n = int(float(text[: len(text) - len(unit)]) * _BINARY[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size like 512K or 4M") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return n
+
+
+def _millis(value: str) -> float:
+    return _seconds(value) / 1000
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,6 +96,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="parallel TCP streams (connections) per file")
     tuning.add_argument("--pp", type=_positive, metavar="N",
                         help="pipelining: requests outstanding on one connection")
+    tuning.add_argument("--tuner", choices=TUNERS, default="auto",
+                        help="how unset parameters are chosen and revised: auto (= promc), promc "
+                             "(size partitions, δ-weighted channels, online re-allocation), mc, sc, "
+                             "golike (GO-like approximation), static (fixed values); default auto")
+    tuning.add_argument("--max-cc", type=_positive, default=DEFAULT_MAX_CC, metavar="N",
+                        help=f"most channels (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
+    tuning.add_argument("--partitions", type=int, choices=range(1, 5), default=DEFAULT_PARTITIONS,
+                        metavar="1-4", help="most size partitions (default 2)")
+    tuning.add_argument("--bandwidth", type=_rate, metavar="RATE",
+                        help="link bandwidth in bits/s, e.g. 1G or 400M (default: a short probe)")
+    tuning.add_argument("--tcp-buffer", type=_size, metavar="BYTES",
+                        help="TCP buffer size, e.g. 512K (default: the OS receive maximum)")
+    tuning.add_argument("--rtt", type=_millis, metavar="MS",
+                        help="round-trip time in ms (default: measured from TCP connects)")
     p.add_argument("--mirror", action="append", default=[], metavar="URL",
                    help="another URL serving the same data (repeatable; accepted, "
                         "multi-source transfer is not implemented yet)")
@@ -87,7 +135,9 @@ def run(args: argparse.Namespace) -> int:
     options = EngineOptions(stall_timeout=args.stall_timeout, connect_timeout=args.connect_timeout,
                             retries=args.retries)
     plan = TransferPlan(sources=args.sources, outdir=args.output, cc=args.cc, p=args.p, pp=args.pp,
-                        mirrors=args.mirror, options=options)
+                        mirrors=args.mirror, options=options, tuner=args.tuner, max_cc=args.max_cc,
+                        partitions=args.partitions, bandwidth=args.bandwidth,
+                        tcp_buffer=args.tcp_buffer, rtt=args.rtt)
     reporter: JsonReporter | ConsoleReporter
     if args.json:
         reporter = JsonReporter()

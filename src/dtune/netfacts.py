@@ -1,0 +1,160 @@
+"""Network facts the tuners need — RTT, bandwidth, TCP buffer — measured or given.
+
+Each fact records how it was obtained ("given" by the user, "measured",
+or "assumed" when neither was possible), and that record goes into the
+events and the transfer history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from dtune.errors import HTTPError
+from dtune.http.channel import open_channel
+from dtune.http.message import build_request, split_url
+
+ASSUMED_BANDWIDTH = 125_000_000   # 1 Gbit/s in bytes/s, when nothing better is known
+ASSUMED_RTT = 0.010
+ASSUMED_BUFFER = 6 * 1024 * 1024  # Linux's default tcp_rmem max
+RTT_SAMPLES = 5
+PROBE_SECONDS = 2.0
+PROBE_WARMUP = 0.75               # slow start: only bytes after this count
+PROBE_STREAMS = 16                # enough to fill 1 Gbit/s·40 ms with 512 KiB buffers
+PROBE_RANGE = 4 << 20
+
+
+@dataclass(slots=True)
+class NetworkFacts:
+    rtt: float                    # seconds
+    bandwidth: float              # bytes/s
+    tcp_buffer: int               # bytes (max receive window)
+    how: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def bdp(self) -> float:
+        return self.bandwidth * self.rtt
+
+    def as_dict(self) -> dict:
+        return {"rtt_ms": round(self.rtt * 1000, 3), "bandwidth_mbps": round(self.bandwidth * 8 / 1e6, 3),
+                "tcp_buffer": self.tcp_buffer, "bdp": round(self.bdp), "how": dict(self.how)}
+
+
+def os_receive_buffer_max() -> int | None:
+    """The kernel's TCP receive buffer ceiling (third value of tcp_rmem)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_rmem") as fh:
+            return int(fh.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0) -> float | None:
+    """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each)."""
+    origin, _ = split_url(url)
+    times = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        try:
+            channel = await open_channel(origin, timeout=timeout)
+        except HTTPError:
+            continue
+        times.append(time.perf_counter() - started)
+        channel.close()
+    return statistics.median(times) if times else None
+
+
+class _Sink:
+    """An exchange that counts body bytes and drops them."""
+
+    def __init__(self, request: bytes, counter: list[int], done: asyncio.Future) -> None:
+        self.request = request
+        self.counter = counter
+        self.done = done
+
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
+        return status in (200, 206)
+
+    def on_body(self, data: bytes) -> None:
+        self.counter[0] += len(data)
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(True)
+
+    def on_error(self, exc: Exception) -> None:
+        if not self.done.done():
+            self.done.set_result(False)
+
+
+async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS,
+                          streams: int = PROBE_STREAMS) -> float | None:
+    """Bytes/s reached by ``streams`` parallel range requests on one file for ``seconds``.
+
+    The bytes are discarded: the probe costs about ``seconds`` of link time.
+    """
+    origin, target = split_url(url)
+    loop = asyncio.get_running_loop()
+    counter = [0]
+    stop = loop.time() + seconds
+
+    async def stream(i: int) -> None:
+        try:
+            channel = await open_channel(origin, timeout=5.0)
+        except HTTPError:
+            return
+        try:
+            offset = (i * PROBE_RANGE) % max(size - PROBE_RANGE, 1)
+            while loop.time() < stop:
+                end = min(size, offset + PROBE_RANGE)
+                done = loop.create_future()
+                channel.send(_Sink(build_request("GET", origin, target, (offset, end)), counter, done))
+                try:
+                    ok = await asyncio.wait_for(done, max(0.05, stop - loop.time()))
+                except TimeoutError:
+                    return
+                if not ok or not channel.usable:
+                    return
+                offset = end if end < size else 0
+        finally:
+            channel.close()
+
+    async def mark() -> tuple[float, int]:
+        await asyncio.sleep(min(PROBE_WARMUP, seconds / 2))
+        return loop.time(), counter[0]
+
+    marker = asyncio.create_task(mark())
+    await asyncio.gather(*(stream(i) for i in range(streams)))
+    t0, b0 = await marker
+    elapsed = loop.time() - t0
+    moved = counter[0] - b0
+    return moved / elapsed if moved > 0 and elapsed > 0 else None
+
+
+async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float | None = None,
+                       tcp_buffer: int | None = None, rtt: float | None = None) -> NetworkFacts:
+    """Fill in what the user did not give. ``largest``/``total``: the dataset's sizes."""
+    how = {}
+    if rtt is None:
+        rtt = await measure_rtt(url)
+        how["rtt"] = "measured" if rtt is not None else "assumed"
+        rtt = rtt if rtt is not None else ASSUMED_RTT
+    else:
+        how["rtt"] = "given"
+    if tcp_buffer is None:
+        tcp_buffer = os_receive_buffer_max()
+        how["tcp_buffer"] = "measured" if tcp_buffer else "assumed"
+        tcp_buffer = tcp_buffer or ASSUMED_BUFFER
+    else:
+        how["tcp_buffer"] = "given"
+    if bandwidth is None:
+        # Probing costs ~2 s of link time: only worth it for datasets that take longer.
+        if largest >= 8 * PROBE_RANGE and total >= 256 << 20:
+            bandwidth = await probe_bandwidth(url, largest)
+        how["bandwidth"] = "measured" if bandwidth else "assumed"
+        bandwidth = bandwidth or ASSUMED_BANDWIDTH
+    else:
+        how["bandwidth"] = "given"
+    return NetworkFacts(rtt=rtt, bandwidth=bandwidth, tcp_buffer=tcp_buffer, how=how)
