@@ -188,6 +188,15 @@ def test_unsafe_names_in_json_and_html_listings_are_refused_too() -> None:
     assert len(web.calls) == 2  # never fetched the '..' directories
 
 
+def test_a_file_reached_twice_by_the_same_url_is_not_a_duplicate() -> None:
+    web = FakeWeb()
+    web.add("http://h/d/", b'<a href="s/">s</a><a href="s/x">deep link</a>', HTML)
+    web.add("http://h/d/s/", b'<a href="x">x</a>', HTML)
+    ds = run(["http://h/d/"], web)
+    assert [f.relpath for f in ds.files] == ["s/x"]
+    assert ds.warnings == []
+
+
 def test_listing_loops_are_fetched_once() -> None:
     web = FakeWeb()
     # a/ links to b/, b/ links to a/ through an absolute link and back to itself; c/ redirects to a/

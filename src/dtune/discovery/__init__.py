@@ -160,7 +160,7 @@ class _Discovery:
         self._max_files = max_files
         self._single_source = single_source
         self._listing_max_bytes = min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE))
-        self._owner: dict[str, str] = {}  # relpath -> the source it came from
+        self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
         self._listed = 0
         self.dataset = Dataset()
 
@@ -181,12 +181,13 @@ class _Discovery:
     def add(self, spec: FileSpec, source: str) -> None:
         first = self._owner.get(spec.relpath)
         if first is not None:
-            self.warn(f"duplicate {spec.relpath!r} from {source} (already from {first}); keeping the first")
+            if first[1] != spec.url:  # the same URL reached twice (a page linking deep and its sub-page) is fine
+                self.warn(f"duplicate {spec.relpath!r} from {source} (already from {first[0]}); keeping the first")
             return
         if len(self.dataset.files) >= self._max_files:
             raise DiscoveryError(f"{source}: more than max_files={self._max_files} files; "
                                  "raise the limit to fetch them all")
-        self._owner[spec.relpath] = source
+        self._owner[spec.relpath] = (source, spec.url)
         spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
         self.dataset.files.append(spec)
 
@@ -202,7 +203,7 @@ class _Discovery:
         kept = []
         for spec in self.dataset.files:
             if spec.relpath in dirs:
-                self.warn(f"refusing {spec.relpath!r} from {self._owner[spec.relpath]}: "
+                self.warn(f"refusing {spec.relpath!r} from {self._owner[spec.relpath][0]}: "
                           "it is also a directory of other files")
             else:
                 kept.append(spec)

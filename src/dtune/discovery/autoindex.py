@@ -165,7 +165,8 @@ def parse_html_index(body: bytes, page_url: str, source: str, *, charset: str | 
         collector.feed(_decode(body, charset))
         collector.close()
     except Exception as exc:  # html.parser may raise on broken markup; the page is untrusted
-        raise DiscoveryError(f"{source}: HTML index could not be parsed: {exc}") from None
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise DiscoveryError(f"{source}: HTML index could not be parsed: {reason}") from None
 
     listing = Listing()
     by_url: dict[str, int] = {}
