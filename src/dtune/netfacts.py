@@ -20,8 +20,9 @@ ASSUMED_BANDWIDTH = 125_000_000   # 1 Gbit/s in bytes/s, when nothing better is 
 ASSUMED_RTT = 0.010
 ASSUMED_BUFFER = 6 * 1024 * 1024  # Linux's default tcp_rmem max
 RTT_SAMPLES = 5
-PROBE_SECONDS = 2.0
-PROBE_WARMUP = 0.75               # slow start: only bytes after this count
+PROBE_SECONDS = 1.5
+PROBE_WARMUP = 0.5                # slow start: only bytes after this count
+PROBE_MIN_DATASET = 1 << 30       # below this the probe would cost more than it can save
 PROBE_STREAMS = 16                # enough to fill 1 Gbit/s·40 ms with 512 KiB buffers
 PROBE_RANGE = 4 << 20
 
@@ -150,8 +151,8 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
     else:
         how["tcp_buffer"] = "given"
     if bandwidth is None:
-        # Probing costs ~2 s of link time: only worth it for datasets that take longer.
-        if largest >= 8 * PROBE_RANGE and total >= 256 << 20:
+        # Probing costs ~1.5 s of link time: only worth it for datasets that take longer.
+        if largest >= 8 * PROBE_RANGE and total >= PROBE_MIN_DATASET:
             bandwidth = await probe_bandwidth(url, largest)
         how["bandwidth"] = "measured" if bandwidth else "assumed"
         bandwidth = bandwidth or ASSUMED_BANDWIDTH

@@ -53,7 +53,8 @@ class TransferPlan:
         return {n: getattr(self, n) for n in ("cc", "p", "pp") if getattr(self, n) is not None}
 
 
-async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink) -> tuple[Tuner, TunerPlan]:
+async def plan_tuning(plan: TransferPlan, specs: list,
+                      emit: EventSink) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
     """Pick the tuner, gather the network facts it needs, and get its first plan."""
     tuner = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
                        max_partitions=plan.partitions)
@@ -70,16 +71,19 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink) -> tuple
           "facts": facts.as_dict() if tuner.needs_facts else None,
           "params": {n: p.as_dict() for n, p in tplan.params.items()},
           "fixed": plan.fixed(), "reason": tplan.notes})
-    return tuner, tplan
+    return tuner, tplan, (facts if tuner.needs_facts else None)
 
 
-async def _drive(tuner: Tuner, engine: Engine, done: asyncio.Task, emit: EventSink) -> None:
-    """Feed the tuner snapshots and apply what it decides, until the transfer ends."""
+async def _drive(tuner: Tuner, engine: Engine, done: asyncio.Task, samples: list[dict]) -> None:
+    """Feed the tuner snapshots, apply what it decides, and keep per-second samples."""
     while not done.done():
         await asyncio.sleep(tuner.interval)
         if engine.acct is None:
             continue
-        decision = tuner.update(engine.now(), engine.snapshot())
+        snap = engine.snapshot()
+        samples.append({"t": round(snap.elapsed, 3), "bytes": snap.bytes, "rate_mbps": round(snap.mbps, 3),
+                        "params": {n: p.params.as_dict() for n, p in engine.partitions.items()}})
+        decision = tuner.update(engine.now(), snap)
         if decision is not None:
             engine.apply(decision.params, reason=decision.reason)
 
@@ -122,13 +126,14 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
         raise DtuneError("nothing to fetch: the sources list no files")
-    tuner, tplan = await plan_tuning(plan, specs, emit)
+    tuner, tplan, facts = await plan_tuning(plan, specs, emit)
     engine = Engine(specs, paths, tplan.params, options=plan.options, on_event=on_event,
                     partition_of=lambda i, _spec: tplan.partition_of[i])
     if on_engine is not None:
         on_engine(engine)
     task = asyncio.create_task(engine.run())
-    helpers = [asyncio.create_task(_drive(tuner, engine, task, emit))]
+    samples: list[dict] = []
+    helpers = [asyncio.create_task(_drive(tuner, engine, task, samples))]
     if on_progress is not None:
         helpers.append(asyncio.create_task(_report(engine, task, on_progress)))
     try:
@@ -138,6 +143,12 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
             helper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await helper
+    result.samples = samples
+    result.tuning = {"tuner": tuner.label, "settings": tuner.get_params(),
+                     "facts": facts.as_dict() if facts else None,
+                     "initial": {n: p.as_dict() for n, p in tplan.params.items()},
+                     "final": {n: p.params.as_dict() for n, p in engine.partitions.items()},
+                     "partitions": {n: sum(1 for x in tplan.partition_of if x == n) for n in tplan.params}}
     refused = len(dataset.files) - len(specs)
     if refused:
         from dtune.engine import FileResult

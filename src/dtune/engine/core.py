@@ -334,6 +334,9 @@ class FileResult:
 class TransferResult:
     files: list[FileResult] = field(default_factory=list)
     snapshot: Snapshot | None = None
+    # filled in by dtune.transfer: what was tuned how, and the per-second samples
+    tuning: dict = field(default_factory=dict)
+    samples: list[dict] = field(default_factory=list)
 
     @property
     def failed(self) -> list[FileResult]:
