@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dtune.server.paths import PathRejected, Root, Target, quote_segment, split_target
+from dtune.server.paths import PathRejected, Root, quote_segment, split_target
 
 SPLIT_TABLE = [
     (b"/", (), True),
@@ -28,7 +28,9 @@ SPLIT_TABLE = [
 
 @pytest.mark.parametrize(("raw", "segments", "slash"), SPLIT_TABLE)
 def test_split_target_table(raw: bytes, segments: tuple[str, ...], slash: bool) -> None:
-    assert split_target(raw) == Target(segments, slash)
+    target = split_target(raw)
+    assert (target.segments, target.trailing_slash) == (segments, slash)
+    assert target.relpath == ("/".join(segments) or ".")
 
 
 REJECT_TABLE = [
@@ -77,6 +79,8 @@ def tree(tmp_path: Path) -> Path:
     os.symlink("a.bin", root / "link-inside")
     os.symlink(tmp_path / "sub-abs", root / "dangling")
     os.symlink(root / "sub", root / "subdir-link-abs")
+    os.symlink("sub", root / "sub-rel-link")
+    os.symlink("../a.bin", root / "sub" / "up-link")
     os.symlink("../secret.txt", root / "escape-rel")
     os.symlink(tmp_path / "secret.txt", root / "escape-abs")
     os.symlink(tmp_path / "outdir", root / "escape-dir")
@@ -84,11 +88,14 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.parametrize("fast_open", [True, False], ids=["openat2", "openat+readlink"])
 @pytest.mark.parametrize(("path", "outcome"), [
     ("/a.bin", 1),
     ("/sub/b.bin", 2),
     ("/link-inside", 1),
-    ("/subdir-link-abs/b.bin", 2),
+    ("/subdir-link-abs/b.bin", 2),  # absolute symlink that stays inside: allowed
+    ("/sub-rel-link/b.bin", 2),
+    ("/sub/up-link", 1),  # relative symlink with '..' that stays inside
     ("/", "dir"),
     ("/sub/", "dir"),
     ("/missing", 404),
@@ -99,15 +106,17 @@ def tree(tmp_path: Path) -> Path:
     ("/escape-dir/", 404),
     ("/fifo", 404),  # neither file nor directory (and opening it must not block)
 ])
-def test_root_open_keeps_to_the_directory(tree: Path, path: str, outcome: object) -> None:
-    root = Root(tree)
+def test_root_open_keeps_to_the_directory(tree: Path, path: str, outcome: object, fast_open: bool) -> None:
+    root = Root(tree, fast_open=fast_open)
     try:
         if isinstance(outcome, int) and outcome >= 400:
             with pytest.raises(PathRejected) as info:
                 root.open(split_target(path.encode()))
             assert info.value.status == outcome
             return
-        fd, st, real = root.open(split_target(path.encode()))
+        target = split_target(path.encode())
+        fd, st, real = root.open(target)
+        real = root.real_of(fd, target, real)
         os.close(fd)
         assert root.contains(real)
         if outcome == "dir":

@@ -10,13 +10,19 @@ Two steps, so the part that decides is a pure function:
    spelling: ``%2e%2e``, ``..%2f``, ``..%5c``, ``%00``) is refused here.
    Double encoding is harmless because decoding happens once: ``%252e%252e``
    is the literal name ``%2e%2e``.
-2. ``Root.open(segments)`` opens the path relative to a descriptor of the
-   served directory, ``fstat``s it, and asks the kernel where the opened
-   file really lives (``/proc/self/fd/N``). A symlink that leads outside the
-   directory is therefore caught on the very file that would be served —
-   no check-then-open race, one extra syscall, and symlinks that stay
-   inside the directory keep working. Without ``/proc`` it falls back to
-   ``os.path.realpath``.
+2. ``Root.open(target)`` opens the path relative to a descriptor of the
+   served directory and ``fstat``s it. Containment is checked by the kernel
+   on the very file that is opened, so there is no check-then-open race:
+
+   * fast path (Linux ≥ 5.6): ``openat2(..., RESOLVE_BENEATH)`` refuses any
+     resolution that would leave the directory, in the same syscall;
+   * otherwise, and whenever the fast path says ``EXDEV`` (an absolute
+     symlink — which may still point inside — or one that escapes), a plain
+     ``openat`` followed by ``readlink(/proc/self/fd/N)`` tells where the
+     file really lives; without ``/proc``, ``os.path.realpath``.
+
+   Symlinks that stay inside the directory therefore keep working, and
+   those that lead out get 404.
 
 Names are kept as ``str`` decoded with the file-system encoding
 (``surrogateescape``), so files whose names are not UTF-8 can still be
@@ -25,9 +31,12 @@ served; ``quote_segment`` turns such a name back into its exact bytes.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import stat
-from dataclasses import dataclass
+import sys
+from typing import NamedTuple
 from urllib.parse import quote, unquote_to_bytes
 
 _PROC_FD = "/proc/self/fd/"
@@ -42,17 +51,17 @@ class PathRejected(Exception):
         self.status = status
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A decoded request path: its ``segments`` and whether it ended with '/'."""
+class Target(NamedTuple):
+    """A decoded request path: its ``segments``, whether it ended with '/', and the relative path as bytes."""
 
     segments: tuple[str, ...]
     trailing_slash: bool
+    relbytes: bytes = b"."
 
     @property
     def relpath(self) -> str:
         """The path relative to the served directory, '/'-separated ('.' for the directory itself)."""
-        return "/".join(self.segments) or "."
+        return os.fsdecode(self.relbytes)
 
     def url_path(self, *, slash: bool | None = None) -> str:
         """The canonical percent-encoded URL path; ``slash`` forces a trailing '/' on or off."""
@@ -74,31 +83,80 @@ def split_target(raw_path: bytes) -> Target:
     Raises ``PathRejected``: 400 for a path that is not absolute or contains
     NUL, 403 for ``..`` segments and backslashes.
     """
-    if not raw_path.startswith(b"/"):
+    if raw_path[:1] != b"/":
         raise PathRejected(400, "request path must start with '/'")
     decoded = unquote_to_bytes(raw_path) if b"%" in raw_path else raw_path
     if b"\x00" in decoded:
         raise PathRejected(400, "NUL byte in path")
     if b"\\" in decoded:
         raise PathRejected(403, "backslash in path")
-    segments = []
-    for part in decoded.split(b"/"):
-        if part == b"" or part == b".":
-            continue
-        if part == b"..":
-            raise PathRejected(403, "'..' in path")
-        segments.append(os.fsdecode(part))
-    return Target(tuple(segments), decoded.endswith(b"/"))
+    parts = decoded.split(b"/")
+    del parts[0]
+    if b".." in parts:
+        raise PathRejected(403, "'..' in path")
+    if b"" in parts or b"." in parts:
+        parts = [p for p in parts if p and p != b"."]
+    if not parts:
+        return Target((), True, b".")
+    rel = b"/".join(parts)
+    return Target(tuple(os.fsdecode(rel).split("/")), decoded[-1:] == b"/", rel)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_BENEATH = 0x08
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437, "s390x": 437}
+
+
+def _openat2_function():  # type: ignore[no-untyped-def]
+    """``openat2(dirfd, path, how) -> fd or -errno`` beneath ``dirfd``, or None where unavailable."""
+    if not sys.platform.startswith("linux"):
+        return None
+    number = _SYS_OPENAT2.get(os.uname().machine)
+    if number is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        syscall = libc.syscall
+    except (OSError, AttributeError):
+        return None
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+    how = _OpenHow(_OPEN_FLAGS, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
+    get_errno = ctypes.get_errno
+
+    def openat2(dirfd: int, path: bytes) -> int:
+        fd = syscall(number, dirfd, path, how_ref, how_size)
+        return fd if fd >= 0 else -get_errno()
+
+    return openat2
+
+
+_OPENAT2 = _openat2_function()
 
 
 class Root:
     """The served directory: opens request paths and guarantees they stay inside it."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, fast_open: bool = True) -> None:
         self.real = os.path.realpath(directory)
         self._prefix = self.real if self.real.endswith("/") else self.real + "/"
         self.fd = os.open(self.real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         self._use_proc = os.path.isdir(_PROC_FD)
+        self._openat2 = _OPENAT2 if fast_open else None
+        if self._openat2 is not None:
+            probe = self._openat2(self.fd, b".")
+            if probe < 0:  # ENOSYS (old kernel), EPERM (seccomp): use the portable path
+                self._openat2 = None
+            else:
+                os.close(probe)
+
+    def __repr__(self) -> str:
+        return f"<Root {self.real!r} open={'openat2' if self._openat2 else 'openat+readlink'}>"
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -118,31 +176,44 @@ class Root:
                 pass
         return os.path.realpath(os.path.join(self.real, relpath))
 
-    def open(self, target: Target) -> tuple[int, os.stat_result, str]:
-        """Open a decoded target; return its descriptor, ``fstat`` and real path.
+    def open(self, target: Target) -> tuple[int, os.stat_result, str | None]:
+        """Open a decoded target; return its descriptor, ``fstat`` and real path (None if not looked up).
 
-        Only regular files and directories are returned.
-
-        Raises ``PathRejected`` (404 missing, outside, or neither file nor
+        Only regular files and directories are returned. Raises
+        ``PathRejected`` (404 missing, outside, or neither file nor
         directory; 403 permission denied). The caller closes the descriptor.
         """
-        relpath = target.relpath
-        try:
-            fd = os.open(relpath, _OPEN_FLAGS, dir_fd=self.fd)
-        except (FileNotFoundError, NotADirectoryError):
-            raise PathRejected(404, "no such file") from None
-        except PermissionError:
-            raise PathRejected(403, "permission denied") from None
-        except OSError as exc:  # ELOOP, ENAMETOOLONG, ENXIO (socket), ...
-            raise PathRejected(404, exc.strerror or "cannot open") from None
+        real: str | None = None
+        fd = -errno.EXDEV if self._openat2 is None else self._openat2(self.fd, target.relbytes)
+        if fd == -errno.EXDEV:  # no fast path, or a symlink to judge: open, then ask where it landed
+            try:
+                fd = os.open(target.relbytes, _OPEN_FLAGS, dir_fd=self.fd)
+            except OSError as exc:
+                fd = -(exc.errno or errno.EIO)
+            else:
+                try:
+                    real = self.realpath_of(fd, target.relpath)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if not self.contains(real):
+                    os.close(fd)
+                    raise PathRejected(404, "symlink leads outside the served directory")
+        if fd < 0:
+            code = -fd
+            if code in (errno.EACCES, errno.EPERM):
+                raise PathRejected(403, "permission denied")
+            raise PathRejected(404, os.strerror(code))
         try:
             st = os.fstat(fd)
-            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                raise PathRejected(404, "not a regular file or directory")
-            real = self.realpath_of(fd, relpath)
-            if not self.contains(real):
-                raise PathRejected(404, "symlink leads outside the served directory")
         except BaseException:
             os.close(fd)
             raise
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            os.close(fd)
+            raise PathRejected(404, "not a regular file or directory")
         return fd, st, real
+
+    def real_of(self, fd: int, target: Target, known: str | None) -> str:
+        """The real path of an opened target (for directories that will be walked)."""
+        return known if known is not None else self.realpath_of(fd, target.relpath)

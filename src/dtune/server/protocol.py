@@ -59,7 +59,6 @@ REASONS = {
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
 }
 _SERVER = f"dtune/{__version__}"
-_CONDITIONAL = (b"range", b"if-none-match", b"if-modified-since")
 _MIME: dict[str, str] = {}
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
 
@@ -331,10 +330,9 @@ class HttpConnection(asyncio.Protocol):
     def _flush(self) -> None:
         out = self._out
         if out:
-            data = out[0] if len(out) == 1 else b"".join(out)
-            out.clear()
             if not self._closed:
-                self._transport.write(data)  # type: ignore[union-attr]
+                self._transport.writelines(out)  # type: ignore[union-attr]
+            out.clear()
 
     def _abort(self, *, reset: bool = False) -> None:
         """Drop the connection now; ``reset`` also discards unsent data (RST), as for a stalled client."""
@@ -418,7 +416,10 @@ class HttpConnection(asyncio.Protocol):
             self._simple(req, exc.status)
             return None
         if stat.S_ISDIR(st.st_mode):
-            os.close(fd)
+            try:
+                real = self._srv.root.real_of(fd, target, real)
+            finally:
+                os.close(fd)
             if not target.trailing_slash:
                 location = target.url_path(slash=True)
                 if url.query:
@@ -433,7 +434,7 @@ class HttpConnection(asyncio.Protocol):
         mtime = int(st.st_mtime)
         etag = etag_for(size, st.st_mtime_ns)
         headers = req.headers
-        if any(k in headers for k in _CONDITIONAL):
+        if b"range" in headers or b"if-none-match" in headers or b"if-modified-since" in headers:
             plan = plan_file_response(
                 is_get=is_get, size=size, mtime=mtime, etag=etag,
                 range_value=_text(headers.get(b"range")), if_range=_text(headers.get(b"if-range")),
@@ -471,7 +472,8 @@ class HttpConnection(asyncio.Protocol):
                 self._flush()
                 self._abort()
                 return None
-            self._out.append(head + body)
+            self._out.append(head)
+            self._out.append(body)
             self._finish(req, status, length)
             return None
         return self._sendfile(req, status, fd, head, start, length)
