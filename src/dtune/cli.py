@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "dtune.commands.demo",
     "dtune.testbed.cli",
     "dtune.testbed.datasets_cli",
+    "dtune.history.cli",
 ]
 
 
