@@ -344,8 +344,32 @@ class Emulator:
             server.close()
 
 
+def raise_priority() -> str:
+    """Run the emulator ahead of ordinary processes.
+
+    A real WAN does not slow down when the endpoints' CPUs are busy; here the
+    link shares two cores with servers, clients and other tests, and a
+    millisecond of scheduling delay is a 5 % RTT error at 20 ms. SCHED_FIFO
+    (low priority 10; the kernel's RT throttling still leaves 5 % to others)
+    makes the emulator run as soon as a packet or timer is due. Falls back
+    to nice -10, then to nothing.
+    """
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+        return "fifo"
+    except (OSError, AttributeError):
+        pass
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+        return "nice"
+    except OSError:
+        return "normal"
+
+
 def main(argv: list[str]) -> int:
     config = json.loads(argv[0])
+    if config.get("realtime", True):
+        raise_priority()
     try:
         import uvloop  # noqa: F401
 

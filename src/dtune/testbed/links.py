@@ -123,7 +123,8 @@ class TunLinks:
     def _spawn(self, link_cfg: list[dict[str, Any]], fds: list[int]) -> None:
         tb = self.tb
         config: dict[str, Any] = {"links": link_cfg, "mtu": tb.mtu, "control": self.control,
-                                  "run_id": tb.id, "seed": tb.seed, "owns_run": tb.detach}
+                                  "run_id": tb.id, "seed": tb.seed, "owns_run": tb.detach,
+                                  "realtime": os.environ.get("DTUNE_TESTBED_REALTIME", "1") != "0"}
         pass_fds = list(fds)
         watch_r = None
         if not tb.detach:

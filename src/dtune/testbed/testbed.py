@@ -64,6 +64,8 @@ class Testbed:
     seed      seeds the emulator's random loss, for repeatable lossy runs
     """
 
+    __test__ = False  # not a pytest test class, despite the name
+
     def __init__(self, scenario: Scenario, *, run_id: str | None = None, backend: str = "auto",
                  detach: bool = False, seed: int | None = None) -> None:
         if backend not in BACKENDS:
