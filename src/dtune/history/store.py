@@ -1,0 +1,223 @@
+"""Where the history lives: any SQLAlchemy database, a SQLite file by default.
+
+The store is opened by URL. Which URL, first match wins:
+
+1. the ``url`` argument (``--history URL`` on the command line);
+2. the environment variable ``DTUNE_HISTORY``;
+3. ``sqlite:///$XDG_DATA_HOME/dtune/history.db``, with ``XDG_DATA_HOME``
+   defaulting to ``~/.local/share`` (the XDG base-directory rule).
+
+A plain path (no ``://``) means a SQLite file at that path. ``~`` is
+expanded in SQLite paths and the parent directory is created. The tables
+are created on first use, so pointing ``--history`` at an empty PostgreSQL
+database (``postgresql+psycopg://user@host/db``, driver installed
+separately) just works.
+
+Every SQLAlchemy or driver error becomes one ``DtuneError`` line that
+names the database (password hidden) and the operation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Engine
+
+from dtune.errors import DtuneError
+from dtune.history.schema import COLUMNS, TransferRecord, metadata, transfers
+from dtune.history.schema import samples as samples_table
+
+ENV_VAR = "DTUNE_HISTORY"
+SQLITE_BUSY_TIMEOUT = 30.0   # seconds: several `dtune get` may finish at once and all append
+ROWS_BATCH = 2000            # rows() fetches this many at a time (~20k rows: ten round trips)
+
+
+def default_url() -> str:
+    """``sqlite:///<data home>/dtune/history.db`` following the XDG base-directory rule."""
+    base = os.environ.get("XDG_DATA_HOME", "")
+    if not os.path.isabs(base):          # the XDG spec says to ignore relative values
+        base = os.path.expanduser("~/.local/share")
+    return f"sqlite:///{Path(base) / 'dtune' / 'history.db'}"
+
+
+def resolve_url(url: str | None = None) -> URL:
+    """The URL to open (argument, then ``DTUNE_HISTORY``, then the default), ``~`` expanded."""
+    text = url or os.environ.get(ENV_VAR) or default_url()
+    if "://" not in text:
+        text = f"sqlite:///{text}"
+    try:
+        parsed = sa.make_url(text)
+    except sa.exc.ArgumentError as exc:
+        raise DtuneError(f"history: {text!r} is not a database URL ({exc})") from None
+    if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:" \
+            and not parsed.database.startswith("file:"):
+        parsed = parsed.set(database=os.path.expanduser(parsed.database))
+    return parsed
+
+
+def describe(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def open_store(url: str | None = None) -> HistoryStore:
+    """Open (and on first use create) the history database. See the module doc for ``url``."""
+    resolved = resolve_url(url)
+    name = describe(resolved)
+    kwargs: dict = {}
+    if resolved.get_backend_name() == "sqlite":
+        db = resolved.database
+        if db and db != ":memory:" and not db.startswith("file:"):
+            try:
+                Path(db).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DtuneError(f"history {name}: cannot create {Path(db).parent}: "
+                                 f"{exc.strerror or exc}") from None
+        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT}
+    try:
+        engine = sa.create_engine(resolved, **kwargs)
+    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+        raise DtuneError(f"history {name}: cannot open: {_reason(exc)}") from None
+    if resolved.get_backend_name() == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_foreign_keys)
+    store = HistoryStore(engine, name)
+    with store._errors("create tables"):
+        metadata.create_all(engine)
+    return store
+
+
+def _sqlite_foreign_keys(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")   # so deleting a transfer deletes its samples
+    cursor.close()
+
+
+def _reason(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc)
+    return " ".join(text.split()) or type(exc).__name__   # one line
+
+
+class HistoryStore:
+    """The transfer history: ``record`` appends, the rest read.
+
+    Not thread-safe to share across threads while a ``rows()`` iterator is
+    open; open one store per thread instead (the engine pools connections).
+    """
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self.engine = engine
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<HistoryStore {self.name}>"
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @contextlib.contextmanager
+    def _errors(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except (sa.exc.SQLAlchemyError, ImportError) as exc:
+            raise DtuneError(f"history {self.name}: {operation}: {_reason(exc)}") from None
+
+    # ---- writing ---------------------------------------------------------
+    def record(self, row: TransferRecord, samples: Iterable[dict] = ()) -> int:
+        """Append one transfer and its samples (``{"t","bytes","rate_mbps","params"}``); return its id."""
+        row.check()
+        values = row.as_dict()
+        values.pop("id")
+        with self._errors("record a transfer"), self.engine.begin() as conn:
+            new_id = conn.execute(transfers.insert().values(**values)).inserted_primary_key[0]
+            batch = [_sample_values(new_id, s) for s in samples]
+            if batch:
+                conn.execute(samples_table.insert(), batch)
+        return int(new_id)
+
+    def record_many(self, rows: Sequence[TransferRecord]) -> int:
+        """Append many transfers (no samples) in one transaction; return how many."""
+        for row in rows:
+            row.check()
+        batch = [{k: v for k, v in row.as_dict().items() if k != "id"} for row in rows]
+        if batch:
+            with self._errors("record transfers"), self.engine.begin() as conn:
+                conn.execute(transfers.insert(), batch)
+        return len(batch)
+
+    # ---- reading ---------------------------------------------------------
+    def count(self) -> int:
+        with self._errors("count transfers"), self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(transfers)).scalar_one())
+
+    def list(self, limit: int = 20, offset: int = 0) -> list[TransferRecord]:
+        """The newest ``limit`` transfers after skipping ``offset``, newest first."""
+        query = transfers.select().order_by(transfers.c.id.desc()).limit(limit).offset(offset)
+        with self._errors("list transfers"), self.engine.connect() as conn:
+            return [TransferRecord.from_dict(dict(m)) for m in conn.execute(query).mappings()]
+
+    def get(self, transfer_id: int) -> TransferRecord | None:
+        query = transfers.select().where(transfers.c.id == transfer_id)
+        with self._errors(f"read transfer {transfer_id}"), self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return TransferRecord.from_dict(dict(row)) if row is not None else None
+
+    def samples(self, transfer_id: int) -> list[dict]:
+        """The samples of one transfer in time order, as ``{"t","bytes","rate_mbps","params"}``."""
+        s = samples_table
+        query = (sa.select(s.c.t, s.c.bytes, s.c.rate_mbps, s.c.params_json)
+                 .where(s.c.transfer_id == transfer_id).order_by(s.c.t, s.c.id))
+        with self._errors(f"read samples of transfer {transfer_id}"), self.engine.connect() as conn:
+            return [{"t": t, "bytes": b, "rate_mbps": r, "params": pj} for t, b, r, pj in conn.execute(query)]
+
+    def rows(self, columns: Sequence[str] | None = None, *, origin: str | None = None) -> Iterator[dict]:
+        """Every transfer as a plain dict, oldest first, fetched in batches.
+
+        ``columns`` picks the columns (default all; fewer is faster — the
+        decision tree needs the key attributes, θ and the outcomes only);
+        ``origin`` keeps one origin ('dtune', 'import', 'sweep').
+        """
+        names = list(columns or COLUMNS)
+        unknown = [n for n in names if n not in COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown history columns: {', '.join(unknown)}")
+        query = sa.select(*(transfers.c[n] for n in names)).order_by(transfers.c.id)
+        if origin is not None:
+            query = query.where(transfers.c.origin == origin)
+        with self._errors("read transfers"), self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=ROWS_BATCH).execute(query)
+            for part in result.partitions():
+                for values in part:
+                    yield dict(zip(names, values, strict=True))
+
+    # ---- CSV -------------------------------------------------------------
+    def export_csv(self, fh: IO[str]) -> int:
+        """Write every transfer as CSV (dtune's own format); return the row count."""
+        from dtune.history.csvio import write_csv
+        return write_csv(fh, self.rows())
+
+    def import_csv(self, fh: IO[str], name: str | None = None) -> int:
+        """Append the rows of a CSV file (dtune's export or the seed's Table I columns).
+
+        All or nothing: a bad line raises ``DtuneError`` naming ``name`` and the
+        line, and nothing is stored. Returns the number of rows imported.
+        """
+        from dtune.history.csvio import read_csv
+        records = read_csv(fh, name or getattr(fh, "name", "<csv>"))
+        return self.record_many(records)
+
+
+def _sample_values(transfer_id: int, sample: dict) -> dict:
+    return {"transfer_id": transfer_id, "t": float(sample["t"]), "bytes": int(sample["bytes"]),
+            "rate_mbps": sample.get("rate_mbps"),
+            "params_json": sample.get("params", sample.get("params_json"))}
