@@ -291,6 +291,15 @@ def test_half_closed_client_still_gets_its_pipelined_answers(server: ServerThrea
     c.close()
 
 
+def test_half_closed_client_with_a_partial_request_is_closed(server: ServerThread) -> None:
+    c = Client(server.port)
+    c.send(req("/small.bin") + b"GET /sma")
+    c.sock.shutdown(socket.SHUT_WR)
+    assert c.reply().body == SMALL
+    assert c.is_closed_by_server()
+    c.close()
+
+
 # -- directories: redirect, listing, manifest ----------------------------------------------
 
 
@@ -299,6 +308,13 @@ def test_directory_without_slash_redirects(client: Client) -> None:
     assert r.status == 301 and r["Location"] == "/sub/?manifest"
     assert client.request("/dir%20with%20space")["Location"] == "/dir%20with%20space/"
     assert client.request("//sub")["Location"] == "/sub/"  # never a protocol-relative redirect
+
+
+def test_redirect_location_is_plain_ascii_and_file_with_slash_is_404(client: Client) -> None:
+    r = client.request("/sub?x=%C3%A9%20&manifest")
+    assert r.status == 301 and r["Location"] == "/sub/?x=%C3%A9%20&manifest"
+    assert client.request("/small.bin/").status == 404
+    assert client.request(b"/sub?x=\xc3\xa9").status == 400  # type: ignore[arg-type]  # raw non-ASCII
 
 
 def test_directory_listing_is_html_with_encoded_hrefs(client: Client) -> None:

@@ -64,6 +64,9 @@ class ServerConfig:
     # Bodies up to this size are read into memory and written together with the
     # head (many small pipelined answers leave in one write); larger ones use sendfile.
     inline_body_max: int = 64 * 1024
+    # Answers of one batch leave in one write, but no more than this much at once,
+    # so the client receives (and sends its next requests) while the rest is produced.
+    flush_bytes: int = 64 * 1024
     cache_dir: Path | None = None  # checksum cache; None = $XDG_CACHE_HOME/dtune
 
     def validate(self) -> None:

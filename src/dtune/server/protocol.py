@@ -40,6 +40,7 @@ import stat
 import struct
 from collections import deque
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import httptools
 
@@ -60,6 +61,7 @@ REASONS = {
 }
 _SERVER = f"dtune/{__version__}"
 _MIME: dict[str, str] = {}
+_QUERY_SAFE = "/?&=;:@!$'()*+,%~-._"  # a query copied into Location stays printable ASCII
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
 
 
@@ -111,6 +113,7 @@ class HttpConnection(asyncio.Protocol):
         self._peer = "-"
         self._queue: deque[_Request] = deque()
         self._out: list[bytes] = []
+        self._out_bytes = 0
         self._task: asyncio.Task[None] | None = None
         self._in_thread = False
         self._write_paused = False
@@ -292,7 +295,7 @@ class HttpConnection(asyncio.Protocol):
                 return
         self._flush()
         self._idle_since = self._loop.time()
-        if self._stopped and not self._in_head and self._transport is not None:
+        if self._stopped and self._transport is not None:
             self._transport.close()  # EOF or error after the last answer
             return
         if not self._reading and not self._stopped:
@@ -333,6 +336,7 @@ class HttpConnection(asyncio.Protocol):
             if not self._closed:
                 self._transport.writelines(out)  # type: ignore[union-attr]
             out.clear()
+            self._out_bytes = 0
 
     def _abort(self, *, reset: bool = False) -> None:
         """Drop the connection now; ``reset`` also discards unsent data (RST), as for a stalled client."""
@@ -423,10 +427,14 @@ class HttpConnection(asyncio.Protocol):
             if not target.trailing_slash:
                 location = target.url_path(slash=True)
                 if url.query:
-                    location += "?" + url.query.decode("latin-1")
+                    location += "?" + quote(url.query, safe=_QUERY_SAFE)
                 self._simple(req, 301, f"Location: {location}\r\n")
                 return None
             return self._directory(req, target, real, url.query)
+        if target.trailing_slash:  # "file/" names no file (ENOTDIR), as in nginx
+            os.close(fd)
+            self._simple(req, 404)
+            return None
         return self._file(req, is_get, fd, st, target.segments[-1])
 
     def _file(self, req: _Request, is_get: bool, fd: int, st: os.stat_result, name: str):  # type: ignore[no-untyped-def]
@@ -472,8 +480,12 @@ class HttpConnection(asyncio.Protocol):
                 self._flush()
                 self._abort()
                 return None
-            self._out.append(head)
-            self._out.append(body)
+            out = self._out
+            out.append(head)
+            out.append(body)
+            self._out_bytes += length
+            if self._out_bytes >= self._cfg.flush_bytes:
+                self._flush()
             self._finish(req, status, length)
             return None
         return self._sendfile(req, status, fd, head, start, length)
@@ -557,7 +569,7 @@ class HttpConnection(asyncio.Protocol):
         except PermissionError:
             self._simple(req, 403)
             return
-        except FileNotFoundError:
+        except OSError:  # vanished or replaced while we looked
             self._simple(req, 404)
             return
         finally:
