@@ -33,14 +33,20 @@ class NetworkFacts:
     bandwidth: float              # bytes/s
     tcp_buffer: int               # bytes (max receive window)
     how: dict[str, str] = field(default_factory=dict)
+    replica_origins: list[str] = field(default_factory=list)  # multi-source: origin per replica
+    replica_rtt: list[float] = field(default_factory=list)    # seconds per replica
 
     @property
     def bdp(self) -> float:
         return self.bandwidth * self.rtt
 
     def as_dict(self) -> dict:
-        return {"rtt_ms": round(self.rtt * 1000, 3), "bandwidth_mbps": round(self.bandwidth * 8 / 1e6, 3),
-                "tcp_buffer": self.tcp_buffer, "bdp": round(self.bdp), "how": dict(self.how)}
+        out = {"rtt_ms": round(self.rtt * 1000, 3), "bandwidth_mbps": round(self.bandwidth * 8 / 1e6, 3),
+               "tcp_buffer": self.tcp_buffer, "bdp": round(self.bdp), "how": dict(self.how)}
+        if len(self.replica_origins) > 1:
+            out["replicas"] = [{"origin": o, "rtt_ms": round(r * 1000, 3)}
+                               for o, r in zip(self.replica_origins, self.replica_rtt, strict=False)]
+        return out
 
 
 def os_receive_buffer_max() -> int | None:
@@ -135,15 +141,32 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
 
 
 async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float | None = None,
-                       tcp_buffer: int | None = None, rtt: float | None = None) -> NetworkFacts:
-    """Fill in what the user did not give. ``largest``/``total``: the dataset's sizes."""
+                       tcp_buffer: int | None = None, rtt: float | None = None,
+                       mirrors: list[str] | None = None) -> NetworkFacts:
+    """Fill in what the user did not give. ``largest``/``total``: the dataset's sizes.
+
+    With ``mirrors`` (other URLs of the same file) the RTT of every replica
+    is measured too, and the bandwidth probe is skipped (each replica has
+    its own link; MDTP measures them with its probe ranges).
+    """
+    replica_urls = [url, *(mirrors or [])]
+    replica_rtt: list[float] = []
     how = {}
+    if len(replica_urls) > 1:
+        measured = await asyncio.gather(*(measure_rtt(u) for u in replica_urls))
+        replica_rtt = [m if m is not None else ASSUMED_RTT for m in measured]
+        if rtt is None:
+            rtt = replica_rtt[0]
+            how["rtt"] = "measured" if measured[0] is not None else "assumed"
+        if bandwidth is None:
+            bandwidth = ASSUMED_BANDWIDTH
+            how["bandwidth"] = "assumed (each replica is measured by its MDTP probe range)"
     if rtt is None:
         rtt = await measure_rtt(url)
         how["rtt"] = "measured" if rtt is not None else "assumed"
         rtt = rtt if rtt is not None else ASSUMED_RTT
     else:
-        how["rtt"] = "given"
+        how.setdefault("rtt", "given")
     if tcp_buffer is None:
         tcp_buffer = os_receive_buffer_max()
         how["tcp_buffer"] = "measured" if tcp_buffer else "assumed"
@@ -157,5 +180,8 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
         how["bandwidth"] = "measured" if bandwidth else "assumed"
         bandwidth = bandwidth or ASSUMED_BANDWIDTH
     else:
-        how["bandwidth"] = "given"
-    return NetworkFacts(rtt=rtt, bandwidth=bandwidth, tcp_buffer=tcp_buffer, how=how)
+        how.setdefault("bandwidth", "given")
+    origins = [str(split_url(u)[0]) for u in replica_urls]
+    return NetworkFacts(rtt=rtt, bandwidth=bandwidth, tcp_buffer=tcp_buffer, how=how,
+                        replica_origins=origins if len(origins) > 1 else [],
+                        replica_rtt=replica_rtt)

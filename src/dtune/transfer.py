@@ -56,8 +56,9 @@ class TransferPlan:
 async def plan_tuning(plan: TransferPlan, specs: list,
                       emit: EventSink) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
     """Pick the tuner, gather the network facts it needs, and get its first plan."""
+    replicas = max(1 + len(s.mirrors) for s in specs)
     tuner = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
-                       max_partitions=plan.partitions)
+                       max_partitions=plan.partitions, replicas=replicas, files=len(specs))
     sizes = [s.size for s in specs]
     known = [s for s in sizes if s is not None]
     facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,
@@ -65,7 +66,8 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     if tuner.needs_facts:
         largest = max(specs, key=lambda s: s.size or 0)
         facts = await gather_facts(largest.url, largest.size or 0, sum(known),
-                                   bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer, rtt=plan.rtt)
+                                   bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer, rtt=plan.rtt,
+                                   mirrors=largest.mirrors)
     tplan = tuner.plan(sizes, facts)
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
           "facts": facts.as_dict() if tuner.needs_facts else None,
@@ -120,15 +122,13 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
         fetcher.close()
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
-    if plan.mirrors:
-        emit({"event": "warning", "reason": "--mirror is accepted but not used yet: multi-source "
-              "transfer (MDTP) is not implemented in this version; fetching from the primary URLs"})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
         raise DtuneError("nothing to fetch: the sources list no files")
     tuner, tplan, facts = await plan_tuning(plan, specs, emit)
     engine = Engine(specs, paths, tplan.params, options=plan.options, on_event=on_event,
                     partition_of=lambda i, _spec: tplan.partition_of[i])
+    engine.range_policy = tplan.range_policy
     if on_engine is not None:
         on_engine(engine)
     task = asyncio.create_task(engine.run())

@@ -48,6 +48,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from dtune.accounting import Accounting, Meter, Snapshot
 from dtune.dataset import FileSpec
@@ -60,8 +61,8 @@ from dtune.http.message import (
     build_request,
     parse_content_range,
     parse_retry_after,
+    parse_unsatisfied_range,
     resolve_location,
-    split_url,
 )
 from dtune.params import EngineOptions, Params
 
@@ -69,6 +70,14 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
 
 EventSink = Callable[[dict], None]
+
+
+class RangePolicy(Protocol):
+    """Decides range sizes per replica (MDTP); fed every finished range."""
+
+    def size(self, replica: int, unassigned: int, now: float) -> int | None: ...
+    def observe(self, replica: int, lane: int, nbytes: int, seconds: float, now: float) -> None: ...
+    def forget(self, replica: int) -> None: ...
 
 
 class StallError(HTTPError):
@@ -87,7 +96,7 @@ class RangeJob:
 
     __slots__ = ("engine", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
-                 "fd", "gen")
+                 "fd", "gen", "replica", "origin", "t_sent", "url")
 
     def __init__(self, engine: Engine, file: FileState, lane: Lane, start: int, end: int | None,
                  ranged: bool) -> None:
@@ -108,7 +117,12 @@ class RangeJob:
         self.status = 0
         self.fd = -1
         self.gen = file.gen       # a restarted or failed file bumps gen: stale responses are dropped
-        self.request = build_request("GET", file.origin, file.target,
+        self.replica = lane.replica
+        source = file.sources[lane.replica]
+        self.origin = source.origin
+        self.url = source.url
+        self.t_sent = 0.0
+        self.request = build_request("GET", source.origin, source.target,
                                      (start, end) if ranged and end is not None else None)
 
     def describe(self) -> str:
@@ -157,6 +171,13 @@ class RangeJob:
         if status in (429, 503) or status >= 500 or status == 408:
             raise HTTPError(f"{self.describe()}: server answered {status}", status=status,
                             retryable=True, retry_after=retry_after)
+        if status == 416 and f.size is None and self.ranged and self.start == 0:
+            if parse_unsatisfied_range(headers.get("content-range")) == 0:
+                # the size probe of an empty file: "bytes */0" is its whole answer
+                engine._learn_size(f, 0, self)
+                f.done_zero = True
+                self.discard = True
+                return True
         if status == 416:
             raise HTTPError(f"{self.describe()}: server answered 416 (range not satisfiable; "
                             f"the file is shorter than {f.size} bytes?)", status=416, retryable=False)
@@ -241,7 +262,10 @@ class RangeJob:
 
     def on_complete(self) -> None:
         if self.discard:
-            self.engine._job_failed(self, self.error or ProtocolError("discarded"))
+            if self.error is None:  # an answer with nothing to write (an empty file)
+                self.engine._job_done(self)
+            else:
+                self.engine._job_failed(self, self.error)
             return
         f = self.file
         if self.end is None:  # whole-file stream of unknown length ended
@@ -270,12 +294,14 @@ class RangeJob:
 # lanes, groups, partitions
 # ---------------------------------------------------------------------------
 class Lane:
-    """One connection slot: a channel and the requests outstanding on it."""
+    """One connection slot bound to one replica: a channel and the requests outstanding on it."""
 
-    def __init__(self, lane_id: int, group: Group, meter: Meter) -> None:
+    def __init__(self, lane_id: int, group: Group, meter: Meter, replica: int = 0) -> None:
         self.id = lane_id
         self.group = group
         self.meter = meter
+        self.replica = replica
+        self.last_done = 0.0  # when the previous response on this lane completed
         self.channel: Channel | None = None
         self.outstanding = 0
         self.retiring = False
@@ -308,14 +334,14 @@ class Partition:
     def active_groups(self) -> list[Group]:
         return [g for g in self.groups if not g.retiring]
 
-    def pop_ready(self, now: float) -> FileState | None:
-        """Next queued file with work whose backoff has passed (others keep their place)."""
+    def pop_ready(self, now: float, replica: int = 0) -> FileState | None:
+        """Next queued file with work whose backoff has passed and that ``replica`` serves."""
         queue = self.queue
         for _ in range(len(queue)):
             f = queue.popleft()
             if f.status not in ("queued", "active") or f.group is not None:
                 continue  # finished, failed, or already taken back by a group
-            if f.not_before > now or not f.has_work():
+            if f.not_before > now or not f.has_work() or replica >= len(f.sources):
                 queue.append(f)
                 continue
             return f
@@ -384,6 +410,12 @@ class Engine:
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
+        # multi-source: per-replica health, and the range-size policy (None = taper rule)
+        self.range_policy: RangePolicy | None = None
+        self._replica_count = max((len(f.sources) for f in self.files), default=1)
+        self._replica_failures: dict[int, int] = {}
+        self._benched: dict[int, float] = {}
+        self._bench_count: dict[int, int] = {}
 
     # ---- public ------------------------------------------------------------
     def now(self) -> float:
@@ -498,17 +530,22 @@ class Engine:
             active.append(group)
         for group in active[params.cc:]:
             self._retire_group(group)
+        wanted = params.lanes_per_replica()
         for group in part.active_groups():
-            live = [lane for lane in group.lanes if not lane.retiring]
-            while len(live) < params.p:
-                lane = Lane(self._lane_ids, group, self.acct.meter("", part.name))
-                self._lane_ids += 1
-                group.lanes.append(lane)
-                live.append(lane)
-                lane.task = asyncio.create_task(self._lane_main(lane))
-            for lane in live[params.p:]:
-                lane.retiring = True
-                lane.wake.set()
+            for lane in group.lanes:
+                if lane.replica >= len(wanted) and not lane.retiring:
+                    lane.retiring = True
+            for replica, want in enumerate(wanted):
+                live = [lane for lane in group.lanes if not lane.retiring and lane.replica == replica]
+                while len(live) < want:
+                    lane = Lane(self._lane_ids, group, self.acct.meter("", part.name), replica)
+                    self._lane_ids += 1
+                    group.lanes.append(lane)
+                    live.append(lane)
+                    lane.task = asyncio.create_task(self._lane_main(lane))
+                for lane in live[want:]:
+                    lane.retiring = True
+                    lane.wake.set()
         for group in part.groups:
             for lane in group.lanes:
                 lane.wake.set()  # pp may have grown
@@ -566,7 +603,7 @@ class Engine:
             if job is None:
                 return
             channel = lane.channel
-            if channel is None or not channel.usable or channel.origin != job.file.origin:
+            if channel is None or not channel.usable or channel.origin != job.origin:
                 if lane.outstanding > 1:  # (this job already counts as outstanding)
                     self._unassign(job)  # finish this connection's pipeline first
                     return
@@ -574,6 +611,7 @@ class Engine:
                     return
                 channel = lane.channel
             job.meter.requests += 1
+            job.t_sent = self.now()
             channel.send(job)
 
     async def _connect(self, lane: Lane, job: RangeJob) -> bool:
@@ -581,7 +619,7 @@ class Engine:
             lane.channel.close()
             lane.channel = None
             self.acct.open_channels -= 1
-        origin: Origin = job.file.origin
+        origin: Origin = job.origin
         started = self.now()
         try:
             channel = await open_channel(origin, timeout=self.options.connect_timeout)
@@ -603,12 +641,15 @@ class Engine:
         part = group.partition
         p = part.params.p
         now = self.now()
+        replica = lane.replica
+        if self._benched.get(replica, 0.0) > now:
+            return None
         for f in group.files:
-            if f.not_before > now or not f.has_work():
+            if f.not_before > now or not f.has_work() or replica >= len(f.sources):
                 continue
             if lane.id in f.lanes or len(f.lanes) < p:
                 return self._carve(f, lane)
-        f = part.pop_ready(now)
+        f = part.pop_ready(now, replica)
         if f is None:
             return None
         f.status = "active"
@@ -631,9 +672,14 @@ class Engine:
             job = RangeJob(self, f, lane, 0, f.size, ranged=False)
         else:
             params = f.group.partition.params if f.group else lane.group.partition.params
-            size = next_range_size(f.unassigned.total(), params.p, min(params.pp, 4),
-                                   min_range=opts.min_range, max_range=opts.max_range)
-            start, end = f.unassigned.pop_front(size)
+            unassigned = f.unassigned.total()
+            size = None
+            if self.range_policy is not None:
+                size = self.range_policy.size(lane.replica, unassigned, self.now())
+            if size is None:
+                size = next_range_size(unassigned, params.p, min(params.pp, 4),
+                                       min_range=opts.min_range, max_range=opts.max_range)
+            start, end = f.unassigned.pop_front(max(1, size))
             job = RangeJob(self, f, lane, start, end, ranged=True)
         self._assign(job)
         return job
@@ -688,6 +734,13 @@ class Engine:
             f.done_zero = True
         job.save_progress()
         f.failures = 0
+        now = self.now()
+        lane = job.lane
+        if self.range_policy is not None and job.pos > job.first:
+            self.range_policy.observe(job.replica, lane.id, job.pos - job.first,
+                                      now - max(job.t_sent, lane.last_done), now)
+        lane.last_done = now
+        self._replica_failures[job.replica] = 0
         if f.full_job is job:
             f.full_job = None
         self._release(job)
@@ -731,6 +784,11 @@ class Engine:
             self._fail_file(f, str(exc))
             return
         if innocent:
+            self._wake_partition(f)
+            return
+        job.lane.last_done = self.now()
+        if len(f.sources) > 1 and self._replica_failed(job.replica, exc):
+            # another replica can take these bytes now: no penalty for the file
             self._wake_partition(f)
             return
         if gained:
@@ -777,17 +835,42 @@ class Engine:
             f.unassigned = type(f.unassigned)()
 
     def _redirect(self, job: RangeJob, location: str) -> None:
+        """Move the file's source to the redirect target (once per hop, not per request)."""
         f = job.file
+        source = f.sources[job.replica]
+        if source.url != job.url:
+            return  # an earlier answer already moved this source; the job simply goes again
         f.redirects += 1
         if f.redirects > self.options.max_redirects:
             raise HTTPError(f"{f.relpath}: more than {self.options.max_redirects} redirects",
                             retryable=False)
-        url = resolve_location(f.url, location)
+        url = resolve_location(job.url, location)
         try:
-            f.origin, f.target = split_url(url)
+            source.move(url)
         except DtuneError as exc:
             raise HTTPError(f"{f.relpath}: bad redirect: {exc}", retryable=False) from None
-        f.url = url
+
+    def _replica_failed(self, replica: int, exc: Exception) -> bool:
+        """Count a failure against a replica; bench it after a few in a row.
+
+        Returns True while some other replica is still in service (so the
+        file itself is not penalised).
+        """
+        opts = self.options
+        count = self._replica_failures.get(replica, 0) + 1
+        self._replica_failures[replica] = count
+        now = self.now()
+        if count >= opts.replica_failures:
+            benched = self._bench_count.get(replica, 0)
+            pause = min(opts.replica_bench_max, opts.replica_bench * 2 ** benched)
+            self._bench_count[replica] = benched + 1
+            self._benched[replica] = now + pause
+            self._replica_failures[replica] = 0
+            if self.range_policy is not None:
+                self.range_policy.forget(replica)  # re-probe it when it comes back
+            self._emit("replica_benched", replica=replica, seconds=round(pause, 1), reason=str(exc))
+        in_service = [r for r in range(self._replica_count) if self._benched.get(r, 0.0) <= now]
+        return any(r != replica for r in in_service)
 
     def _restart_file(self, f: FileState, reason: str) -> None:
         """The source changed under a resumed file: forget its journal and start over."""
@@ -802,6 +885,8 @@ class Engine:
     def _fail_file(self, f: FileState, reason: str) -> None:
         if f.status in ("done", "failed", "skipped"):
             return
+        if not reason.startswith(f.relpath):
+            reason = f"{f.relpath}: {reason}"  # every error names its file
         f.status = "failed"
         f.error = reason
         f.gen += 1
@@ -823,7 +908,7 @@ class Engine:
         error = await asyncio.to_thread(f.commit)
         if error is not None:
             f.status = "active"  # so that _fail_file records it
-            self._fail_file(f, f"{f.relpath}: {error}")
+            self._fail_file(f, error)
             return
         f.status = "done"
         self.acct.files_done += 1

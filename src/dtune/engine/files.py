@@ -34,6 +34,22 @@ def disk_error(path: str, exc: OSError) -> DiskError:
     return DiskError(f"{path}: {reason}")
 
 
+class Source:
+    """One URL of a file: the primary or a mirror (replica)."""
+
+    __slots__ = ("url", "origin", "target")
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.origin: Origin
+        self.origin, self.target = split_url(url)
+
+    def move(self, url: str) -> None:
+        """Follow a redirect."""
+        self.origin, self.target = split_url(url)
+        self.url = url
+
+
 class FileState:
     """Everything the engine knows about one file while it moves."""
 
@@ -41,10 +57,8 @@ class FileState:
         self.index = index
         self.spec = spec
         self.relpath = spec.relpath
-        self.url = spec.url
-        self.origin: Origin
-        self.target: str
-        self.origin, self.target = split_url(spec.url)
+        self.url = spec.url                 # the primary URL (recorded in the journal)
+        self.sources = [Source(u) for u in (spec.url, *spec.mirrors)]  # index = replica
         self.size = spec.size
         self.sha256 = spec.sha256.lower() if spec.sha256 else None
         self.final_path = str(final_path)

@@ -36,6 +36,8 @@ class Origin:
 
 def split_url(url: str) -> tuple[Origin, str]:
     """Return (origin, request-target) for an absolute http(s) URL."""
+    if any(c in url for c in "\t\r\n\x00"):  # urlsplit would silently drop them
+        raise UsageError(f"bad URL {url!r}: tab, line break or NUL in the URL")
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -90,6 +92,15 @@ def parse_content_range(value: str) -> tuple[int, int, int | None]:
     if last < start or (total is not None and last >= total):
         raise ProtocolError(f"impossible Content-Range {value[:80]!r}")
     return start, last + 1, total
+
+
+_UNSATISFIED = re.compile(r"^\s*bytes\s+\*/(\d{1,19})\s*$", re.I)
+
+
+def parse_unsatisfied_range(value: str | None) -> int | None:
+    """The total size from a 416's ``Content-Range: bytes */N``, or None."""
+    m = _UNSATISFIED.match(value or "")
+    return int(m.group(1)) if m else None
 
 
 def parse_retry_after(value: str | None, now_epoch: float) -> float | None:

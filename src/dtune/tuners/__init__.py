@@ -14,10 +14,12 @@ Values the user set explicitly (``fixed``) are never changed by a tuner.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dtune.accounting import Snapshot
+from dtune.engine.core import RangePolicy
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params, default_params
 from dtune.tuners.heuristic import (
@@ -31,6 +33,7 @@ from dtune.tuners.heuristic import (
     partition_files,
     promc_allocate,
 )
+from dtune.tuners.mdtp import LaneClimber, MdtpConstants, MdtpSizer, StaticChunks
 
 
 @dataclass(slots=True)
@@ -38,6 +41,7 @@ class TunerPlan:
     partition_of: list[str]                 # partition name of each file
     params: dict[str, Params]               # first parameters per partition
     notes: list[str] = field(default_factory=list)
+    range_policy: RangePolicy | None = None  # range sizes per replica (None: the engine's taper)
 
 
 @dataclass(slots=True)
@@ -152,6 +156,7 @@ class HeuristicTuner(Tuner):
 
     def plan(self, sizes: Sequence[int | None], facts: NetworkFacts) -> TunerPlan:
         k = self.constants
+        self.replicas_ = max(1, len(facts.replica_origins))
         known = [s for s in sizes if s is not None]
         fallback = int(sum(known) / len(known)) if known else 0
         filled = [s if s is not None else fallback for s in sizes]
@@ -186,11 +191,22 @@ class HeuristicTuner(Tuner):
         self.tracker_ = EtaTracker(k)
         self.rebalancer_ = ProMCRebalancer(k)
         self.next_check_ = None
-        return TunerPlan(partition_of, params, notes)
+        policy = None
+        if self.replicas_ > 1:
+            # dtune's own ground: partitions from the heuristic, and every partition's
+            # connections spread over the replicas with MDTP-sized ranges
+            policy = MdtpSizer(rtt=dict(enumerate(facts.replica_rtt)))
+            notes.append(f"{self.replicas_} replicas: each partition's streams spread over all of "
+                         "them, ranges sized by MDTP bin packing")
+        return TunerPlan(partition_of, params, notes, range_policy=policy)
 
     def _params_for(self, name: str, cc: int) -> Params:
         a = self.alg1_[name]
-        return self._fix(Params(cc=cc, p=a.p, pp=a.pp))
+        params = self._fix(Params(cc=cc, p=a.p, pp=a.pp))
+        if self.replicas_ > 1:
+            per = max(1, math.ceil(params.p / self.replicas_))
+            params = params.spread([per] * self.replicas_)
+        return params
 
     def _states(self, snap: Snapshot) -> dict[str, PartitionState]:
         states = {}
@@ -248,13 +264,87 @@ class HeuristicTuner(Tuner):
         return Decision({n: self._params_for(n, self.cc_[n]) for n in self.cc_}, reason)
 
 
-TUNERS = ("auto", "promc", "mc", "sc", "golike", "static")
+TUNERS = ("auto", "promc", "mc", "sc", "golike", "static", "mdtp", "static-chunks")
 
 
-def make_tuner(name: str, *, fixed: dict[str, int], max_cc: int, max_partitions: int) -> Tuner:
+def make_tuner(name: str, *, fixed: dict[str, int], max_cc: int, max_partitions: int,
+               replicas: int = 1, files: int = 1) -> Tuner:
+    """``auto`` is ProMC, or MDTP for one or two files with replicas."""
     if name == "static":
         return StaticTuner(fixed=fixed)
+    if name == "mdtp" or (name == "auto" and replicas > 1 and files <= 2):
+        return MdtpTuner(fixed=fixed)
+    if name == "static-chunks":
+        return MdtpTuner(static_chunks=8 << 20, fixed=fixed)
     if name == "golike":
         return GoLikeTuner(fixed=fixed)
     mode = "promc" if name == "auto" else name
     return HeuristicTuner(mode, max_cc=max_cc, max_partitions=max_partitions, fixed=fixed)
+
+
+class MdtpTuner(Tuner):
+    """MDTP (§3): one partition, every replica in use, bin-packed range sizes.
+
+    Starts with one connection per replica (the probe ranges), sizes every
+    later range with ``MdtpSizer`` and grows the connections of
+    window-limited replicas with ``LaneClimber`` every ``period`` seconds.
+    ``chunks`` switches to the static-chunking baseline (equal ranges, one
+    connection per replica, no adaptation).
+    """
+
+    needs_facts = True
+
+    def __init__(self, *, constants: MdtpConstants | None = None, period: float = 2.0,
+                 static_chunks: int | None = None, fixed: dict[str, int] | None = None) -> None:
+        super().__init__(fixed=fixed)
+        self.constants = constants or MdtpConstants()
+        self.period = period
+        self.static_chunks = static_chunks
+        self.name = self.label = "static-chunks" if static_chunks else "mdtp"
+
+    def get_params(self) -> dict:
+        k = self.constants
+        return {**super().get_params(), "period": self.period, "static_chunks": self.static_chunks,
+                "probe": k.probe, "large_min": k.large_min, "large_max": k.large_max,
+                "alpha": k.alpha, "bdp_rounds": k.bdp_rounds}
+
+    def plan(self, sizes: Sequence[int | None], facts: NetworkFacts) -> TunerPlan:
+        replicas = max(1, len(facts.replica_origins))
+        self.origins_ = list(facts.replica_origins) or [""]
+        self.buf_ = facts.tcp_buffer
+        self.lanes_ = {r: 1 for r in range(replicas)}
+        self.climber_ = LaneClimber(self.constants)
+        self.next_check_: float | None = None
+        if self.static_chunks:
+            self.policy_: RangePolicy = StaticChunks(self.static_chunks)
+        else:
+            self.policy_ = MdtpSizer(self.constants, rtt=dict(enumerate(facts.replica_rtt)),
+                                     lanes=self.lanes_)
+        cc = self.fixed.get("cc", max(1, min(len(sizes), 2)))
+        params = self._fix(Params(cc=cc, p=replicas, pp=2)).spread([1] * replicas)
+        rtts = ", ".join(f"{r * 1000:.1f} ms" for r in facts.replica_rtt)
+        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); one connection each to start"
+                + ("" if self.static_chunks else ", probe ranges then bin-packed sizes"))
+        return TunerPlan(["all"] * len(sizes), {"all": params}, [note], range_policy=self.policy_)
+
+    def update(self, now: float, snap: Snapshot) -> Decision | None:
+        if self.static_chunks or "all" not in snap.partitions:
+            return None
+        if self.next_check_ is None:
+            self.next_check_ = now + self.period
+            return None
+        if now < self.next_check_:
+            return None
+        self.next_check_ = now + self.period
+        sizer = self.policy_
+        rates = {r: snap.sources[o].rate for r, o in enumerate(self.origins_) if o in snap.sources}
+        limited = {r: sizer.window_limited(r, self.buf_) for r in self.lanes_}
+        active = {r for r in self.lanes_ if r in sizer.thr_}
+        lanes, why = self.climber_.step(self.lanes_, rates, limited, active)
+        if lanes == self.lanes_:
+            return None
+        self.lanes_.clear()
+        self.lanes_.update(lanes)  # the sizer shares this dict
+        view = snap.partitions["all"].params
+        base = Params(cc=view.get("cc", 1), p=1, pp=view.get("pp", 2))
+        return Decision({"all": base.spread([lanes[r] for r in sorted(lanes)])}, "; ".join(why))

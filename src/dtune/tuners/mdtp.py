@@ -1,0 +1,174 @@
+"""MDTP: multi-source range sizing by bin packing (ALGORITHMS.md §3).
+
+Pure code after the seed paper ``mdtp-multisource``: every finished range
+is an observation ``(replica, lane, bytes, seconds)``; ``size()`` answers
+how many bytes the next range of a lane on that replica should ask for.
+
+The rule, per round:
+
+1. **Probe** — until a replica has an estimate, its ranges are ``probe``
+   bytes (reference: 5 MiB).
+2. **Estimate** — each replica's per-connection throughput is an EWMA of
+   its finished ranges (``alpha`` on the newest; the reference used the last
+   range only).
+3. **Fast set** — replicas at or above the geometric mean of the
+   estimates are "fast" (reported; the fastest one sets the round time).
+4. **Bin packing** — the fastest replica's range is ``LARGE`` =
+   clamp(``bdp_rounds`` × its BDP, ``large_min``, ``large_max``) so that a
+   round lasts many RTTs; the round time is ``T = LARGE / th_fastest`` and
+   every replica's range is ``T · th_i``: all ranges of a round finish
+   together.
+5. **Last round** — when one more round would ask for more than is left,
+   the sizes shrink to ``remaining · th_i / Σ th`` (over every connection),
+   so the tail never waits on the slowest replica.
+
+Connections per replica (``lanes_for``): one connection's ceiling is its
+window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
+ceiling is window-limited and may use more connections; ``LaneClimber``
+adds one at a time while the replica's aggregate rate keeps growing by
+≥ 10 %, and takes the last one back when it does not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class MdtpConstants:
+    probe: int = 5 * MIB          # reference probe range
+    large_min: int = 16 * MIB     # the reference used 20–40 MiB; 16 MiB suits links ≤ 1 Gbit/s
+    large_max: int = 64 * MIB
+    bdp_rounds: float = 8.0       # LARGE ≥ 8·BDP of the fastest replica: a round spans many RTTs
+    alpha: float = 0.5            # EWMA weight of the newest range
+    min_range: int = 256 * 1024   # below this per-request overhead dominates
+    window_share: float = 0.7     # per-connection rate ≥ 70 % of buf/RTT → window-limited
+    grow_gain: float = 1.10       # keep an added connection only if the replica gained ≥ 10 %
+    max_lanes: int = 16           # connections per replica (aria2c's hard limit is 16 too)
+
+
+DEFAULT = MdtpConstants()
+
+
+def geometric_mean(values: list[float]) -> float:
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return 0.0
+    return math.exp(sum(math.log(v) for v in positive) / len(positive))
+
+
+class MdtpSizer:
+    """Range sizes per replica from per-connection throughput estimates (a RangePolicy)."""
+
+    def __init__(self, constants: MdtpConstants = DEFAULT, *, rtt: dict[int, float] | None = None,
+                 lanes: dict[int, int] | None = None) -> None:
+        self.k = constants
+        self.rtt = dict(rtt or {})          # seconds per replica, when measured
+        self.lanes = dict(lanes or {})      # connections per replica (kept current by the tuner)
+        self.thr_: dict[int, float] = {}    # bytes/s per connection, per replica
+        self.ranges_: dict[int, int] = {}   # finished ranges per replica
+        self.bytes_: dict[int, int] = {}
+
+    # ---- RangePolicy ---------------------------------------------------------
+    def observe(self, replica: int, lane: int, nbytes: int, seconds: float, now: float) -> None:
+        if nbytes <= 0 or seconds <= 0:
+            return
+        inst = nbytes / seconds
+        old = self.thr_.get(replica)
+        self.thr_[replica] = inst if old is None else self.k.alpha * inst + (1 - self.k.alpha) * old
+        self.ranges_[replica] = self.ranges_.get(replica, 0) + 1
+        self.bytes_[replica] = self.bytes_.get(replica, 0) + nbytes
+
+    def forget(self, replica: int) -> None:
+        self.thr_.pop(replica, None)
+
+    def size(self, replica: int, unassigned: int, now: float) -> int | None:
+        if unassigned <= 0:
+            return 0
+        k = self.k
+        if replica not in self.thr_:
+            return min(k.probe, unassigned)
+        fastest = max(self.thr_, key=self.thr_.get)
+        th_fast = self.thr_[fastest]
+        large = self.large_range(fastest)
+        round_time = large / th_fast
+        size = round_time * self.thr_[replica]
+        # every connection of every estimated replica takes one range per round
+        per_round = sum(round_time * th * max(1, self.lanes.get(r, 1)) for r, th in self.thr_.items())
+        if per_round > unassigned:  # last round: split what is left by throughput
+            capacity = sum(th * max(1, self.lanes.get(r, 1)) for r, th in self.thr_.items())
+            size = unassigned * self.thr_[replica] / capacity
+        return int(min(unassigned, max(k.min_range, size)))
+
+    # ---- what the tuner and reports read -----------------------------------------
+    def large_range(self, replica: int) -> int:
+        th = self.thr_.get(replica, 0.0)
+        rtt = self.rtt.get(replica)
+        bdp = th * rtt if rtt else 0.0
+        return int(min(self.k.large_max, max(self.k.large_min, self.k.bdp_rounds * bdp)))
+
+    def fast_set(self) -> list[int]:
+        gm = geometric_mean(list(self.thr_.values()))
+        return sorted(r for r, th in self.thr_.items() if th >= gm)
+
+    def window_limited(self, replica: int, buf: int) -> bool:
+        rtt = self.rtt.get(replica)
+        th = self.thr_.get(replica)
+        if not rtt or th is None:
+            return False
+        return th >= self.k.window_share * buf / rtt
+
+
+class LaneClimber:
+    """Grows the connections of window-limited replicas while it pays (see module doc)."""
+
+    def __init__(self, constants: MdtpConstants = DEFAULT) -> None:
+        self.k = constants
+        self._before: dict[int, float] = {}   # aggregate rate before the last added connection
+        self.frozen_: set[int] = set()
+
+    def step(self, lanes: dict[int, int], rates: dict[int, float], limited: dict[int, bool],
+             active: set[int]) -> tuple[dict[int, int], list[str]]:
+        """One decision period: returns new connections per replica and the reasons."""
+        new = dict(lanes)
+        why = []
+        for r in sorted(active):
+            rate = rates.get(r, 0.0)
+            if r in self._before:
+                before = self._before.pop(r)
+                if rate < before * self.k.grow_gain:
+                    new[r] = max(1, new[r] - 1)
+                    self.frozen_.add(r)
+                    why.append(f"replica {r}: {new[r] + 1} connections gave {rate * 8 / 1e6:.0f} Mbit/s, "
+                               f"not {self.k.grow_gain:.2f}× {before * 8 / 1e6:.0f}: back to {new[r]}")
+                    continue
+            if r in self.frozen_ or not limited.get(r) or new[r] >= self.k.max_lanes:
+                continue
+            self._before[r] = rate
+            new[r] += 1
+            why.append(f"replica {r}: window-limited at {rate * 8 / 1e6:.0f} Mbit/s: {new[r]} connections")
+        return new, why
+
+    def unfreeze(self, replica: int) -> None:
+        """Conditions changed (a replica came back, a link was throttled): climb again."""
+        self.frozen_.discard(replica)
+        self._before.pop(replica, None)
+
+
+class StaticChunks:
+    """Baseline: equal ranges of ``chunk`` bytes from every replica (no adaptation)."""
+
+    def __init__(self, chunk: int = 8 * MIB) -> None:
+        self.chunk = chunk
+
+    def observe(self, replica: int, lane: int, nbytes: int, seconds: float, now: float) -> None:
+        pass
+
+    def forget(self, replica: int) -> None:
+        pass
+
+    def size(self, replica: int, unassigned: int, now: float) -> int | None:
+        return min(self.chunk, unassigned)
