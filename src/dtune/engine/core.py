@@ -800,6 +800,7 @@ class Engine:
             return
         delay = self._backoff(f.failures, getattr(exc, "retry_after", None))
         f.not_before = self.now() + delay
+        self._loop.call_later(delay, self._wake_partition, f)  # not just at the next 1 s tick
         self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
         if f.group is None or f.group.retiring:
             f.group = None

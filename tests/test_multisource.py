@@ -1,0 +1,159 @@
+"""Multi-source transfers (MDTP, ALGORITHMS.md §3): the sizer on plain numbers, the engine on
+several fake replicas — every replica serves bytes, a killed replica's ranges go to the others,
+and no byte is asked twice."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+from fakeserver import FakeServer, spans_overlap
+
+from dtune.dataset import FileSpec
+from dtune.engine import Engine
+from dtune.loop import run_async
+from dtune.params import EngineOptions, Params
+from dtune.tuners.mdtp import LaneClimber, MdtpConstants, MdtpSizer, StaticChunks, geometric_mean
+
+KIB, MIB = 1024, 1024 * 1024
+SMALL_K = MdtpConstants(probe=256 * KIB, large_min=1 * MIB, large_max=2 * MIB, min_range=64 * KIB)
+FAST = EngineOptions(connect_timeout=2.0, stall_timeout=2.0, retries=3, backoff_base=0.02,
+                     backoff_max=0.2, journal_every=64 * KIB, replica_bench=0.5)
+
+
+# ---- the sizer, pure -------------------------------------------------------------------------------
+def test_unmeasured_replicas_get_the_probe_range():
+    sizer = MdtpSizer(SMALL_K)
+    assert sizer.size(0, 100 * MIB, 0.0) == 256 * KIB
+    assert sizer.size(0, 100 * KIB, 0.0) == 100 * KIB  # never more than is left
+
+
+def test_ranges_are_bin_packed_so_a_round_finishes_together():
+    sizer = MdtpSizer(SMALL_K)
+    sizer.observe(0, 1, 4 * MIB, 1.0, 1.0)   # 4 MiB/s
+    sizer.observe(1, 2, 2 * MIB, 1.0, 1.0)   # 2 MiB/s
+    sizer.observe(2, 3, 1 * MIB, 1.0, 1.0)   # 1 MiB/s
+    large = sizer.size(0, 1000 * MIB, 2.0)
+    assert large == SMALL_K.large_min       # the fastest gets LARGE (no RTT known: large_min)
+    assert sizer.size(1, 1000 * MIB, 2.0) == large // 2
+    assert sizer.size(2, 1000 * MIB, 2.0) == large // 4
+    # each range takes the same time on its replica
+    assert {large / 4, (large // 2) / 2, (large // 4) / 1} == {large / 4}
+
+
+def test_large_range_covers_eight_bdps_of_the_fastest_replica_within_bounds():
+    k = MdtpConstants(large_min=1 * MIB, large_max=64 * MIB)
+    sizer = MdtpSizer(k, rtt={0: 0.040})
+    sizer.observe(0, 1, 10 * MIB, 1.0, 1.0)  # 10 MiB/s · 40 ms = 0.4 MiB BDP → 8·BDP = 3.2 MiB
+    assert sizer.large_range(0) == int(8 * 10 * MIB * 0.040)
+
+
+def test_last_round_splits_what_is_left_by_throughput():
+    sizer = MdtpSizer(SMALL_K)
+    sizer.observe(0, 1, 3 * MIB, 1.0, 1.0)
+    sizer.observe(1, 2, 1 * MIB, 1.0, 1.0)
+    # a full round would be 1 MiB + 1/3 MiB; only 800 KiB are left → 3:1 split
+    assert sizer.size(0, 800 * KIB, 2.0) == 600 * KIB
+    assert sizer.size(1, 800 * KIB, 2.0) == 200 * KIB
+
+
+def test_estimates_are_an_ewma_and_forget_means_probe_again():
+    sizer = MdtpSizer(SMALL_K)
+    sizer.observe(0, 1, 1 * MIB, 1.0, 1.0)
+    sizer.observe(0, 1, 3 * MIB, 1.0, 2.0)
+    assert sizer.thr_[0] == pytest.approx(0.5 * 3 * MIB + 0.5 * 1 * MIB)
+    sizer.forget(0)
+    assert sizer.size(0, 100 * MIB, 3.0) == SMALL_K.probe
+
+
+def test_fast_set_is_at_or_above_the_geometric_mean():
+    sizer = MdtpSizer(SMALL_K)
+    for r, rate in enumerate([8.0, 4.0, 2.0, 1.0]):
+        sizer.observe(r, r, int(rate * MIB), 1.0, 1.0)
+    assert geometric_mean([8.0, 4.0, 2.0, 1.0]) == pytest.approx(8 ** 0.5)
+    assert sizer.fast_set() == [0, 1]
+
+
+def test_window_limited_replicas_climb_and_step_back_when_it_does_not_pay():
+    climber = LaneClimber()
+    lanes = {0: 1, 1: 1}
+    lanes, why = climber.step(lanes, {0: 100.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 2, 1: 1} and "window-limited" in why[0]
+    lanes, _ = climber.step(lanes, {0: 190.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 3, 1: 1}                 # +90 %: keep it and climb again
+    lanes, why = climber.step(lanes, {0: 195.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 2, 1: 1} and "back to 2" in why[0]   # +3 %: the third did not pay
+    lanes, _ = climber.step(lanes, {0: 195.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 2, 1: 1}                 # frozen until something changes
+
+
+def test_static_chunks_are_equal():
+    chunks = StaticChunks(1 * MIB)
+    assert [chunks.size(r, 10 * MIB, 0.0) for r in range(3)] == [MIB] * 3
+    assert chunks.size(0, 300, 0.0) == 300
+
+
+# ---- the engine on real sockets ------------------------------------------------------------------
+DATA = random.Random(7).randbytes(6 * MIB + 12345)
+
+
+def _run(servers: list[FakeServer], tmp_path: Path, policy, during=None):
+    spec = FileSpec(url=servers[0].url("/f.bin"), relpath="f.bin", size=len(DATA),
+                    mirrors=[s.url("/f.bin") for s in servers[1:]])
+    out = tmp_path / "out"
+    events: list[dict] = []
+
+    async def main():
+        params = Params(cc=1, p=len(servers), pp=2).spread([1] * len(servers))
+        engine = Engine([spec], [out / "f.bin"], params, options=FAST, on_event=events.append)
+        engine.range_policy = policy
+        task = asyncio.create_task(engine.run())
+        if during is not None:
+            await during(engine)
+        return await asyncio.wait_for(task, 60)
+
+    return run_async(main()), out, events
+
+
+def _served(server: FakeServer) -> list[tuple[int, int]]:
+    return [(r.span[0], r.span[0] + r.sent) for r in server.gets("/f.bin") if r.span and r.sent]
+
+
+def test_every_replica_serves_bytes_in_proportion_and_no_byte_is_fetched_twice(tmp_path: Path):
+    rates = [4 * MIB, 2 * MIB, 1 * MIB]
+    servers = [FakeServer({"/f.bin": DATA}, rate=r).start() for r in rates]
+    try:
+        result, out, _ = _run(servers, tmp_path, MdtpSizer(SMALL_K))
+    finally:
+        for s in servers:
+            s.stop()
+    assert result.ok and (out / "f.bin").read_bytes() == DATA
+    spans = [span for s in servers for span in _served(s)]
+    assert not spans_overlap(spans) and sum(e - b for b, e in spans) == len(DATA)
+    share = [sum(e - b for b, e in _served(s)) / len(DATA) for s in servers]
+    assert all(x > 0.05 for x in share), share            # every replica was used
+    assert share[0] > share[2], share                     # the fastest served more than the slowest
+    sources = result.snapshot.sources
+    assert len(sources) == 3 and all(v.bytes > 0 and v.requests > 0 for v in sources.values())
+
+
+def test_a_replica_that_dies_mid_transfer_leaves_an_exact_file(tmp_path: Path):
+    servers = [FakeServer({"/f.bin": DATA}, rate=r).start() for r in (2 * MIB, 2 * MIB, 2 * MIB)]
+
+    async def kill_first_at_a_third(engine: Engine) -> None:
+        while engine.acct is None or engine.snapshot().bytes < len(DATA) // 3:
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(servers[0].stop)
+
+    try:
+        result, out, events = _run(servers, tmp_path, MdtpSizer(SMALL_K), kill_first_at_a_third)
+    finally:
+        for s in servers:
+            s.stop()
+    assert result.ok, result.failed
+    assert (out / "f.bin").read_bytes() == DATA
+    assert any(e["event"] == "replica_benched" and e["replica"] == 0 for e in events)
+    survivors = sum(e - b for s in servers[1:] for b, e in _served(s))
+    assert survivors > len(DATA) // 2
