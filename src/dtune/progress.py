@@ -103,6 +103,12 @@ class ConsoleReporter:
                 f"({s['files_skipped']} already complete), {human_bytes(s['bytes'])} in "
                 f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
         print(line, flush=True)
+        if len(s["sources"]) > 1:
+            for origin, v in s["sources"].items():
+                print(f"  {origin}: {human_bytes(v['bytes'])} ({v['share'] * 100:.1f} %) in "
+                      f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average")
+            print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
+                  f"≥ 1 % of the bytes", flush=True)
         for f in result.failed:
             self.err.print(f"dtune: failed: {f.error or f.relpath}", markup=False)
 
@@ -112,7 +118,16 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
     moved = snap.bytes if snap else 0
     done = sum(1 for f in result.files if f.status == "done")
     skipped = sum(1 for f in result.files if f.status == "skipped")
-    return {"files_total": len(result.files), "files_verified": done + skipped,
+    sources = {}
+    if snap is not None:
+        for origin, view in snap.sources.items():
+            sources[origin] = {"bytes": view.bytes, "requests": view.requests,
+                               "mean_request": round(view.bytes / view.requests) if view.requests else 0,
+                               "share": round(view.bytes / moved, 4) if moved else 0.0}
+    used = sum(1 for v in sources.values() if v["share"] >= 0.01)
+    return {"sources": sources,
+            "replica_utilisation": round(used / len(sources), 3) if sources else None,
+            "files_total": len(result.files), "files_verified": done + skipped,
             "files_skipped": skipped, "files_failed": len(result.failed), "bytes": moved,
             "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),
             "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,

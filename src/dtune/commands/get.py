@@ -111,8 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     tuning.add_argument("--rtt", type=_millis, metavar="MS",
                         help="round-trip time in ms (default: measured from TCP connects)")
     p.add_argument("--mirror", action="append", default=[], metavar="URL",
-                   help="another URL serving the same data (repeatable; accepted, "
-                        "multi-source transfer is not implemented yet)")
+                   help="another URL serving the same data (repeatable): a file URL for a "
+                        "file source, a directory URL with the same tree for a directory "
+                        "source; all replicas are used at once (MDTP)")
     d = EngineOptions()
     rel = p.add_argument_group("reliability")
     rel.add_argument("--stall-timeout", type=_seconds, default=d.stall_timeout, metavar="S",
