@@ -83,8 +83,16 @@ def test_default_queue_is_one_bdp_with_a_floor(link: Link, mtu: int, expected: i
 
 
 def test_scenario_from_dict_builds_hosts() -> None:
-    sc = scenario_from_dict({"link": [{"rate_mbit": 50}], "server": {"tcp_wmem_max": 1 << 20}})
+    sc = scenario_from_dict({"link": [{"rate_mbit": 50}], "server": {"tcp_wmem_max": 1 << 20},
+                             "client": {"tcp_congestion_control": "reno"}})
     assert isinstance(sc, Scenario) and sc.server.tcp_wmem_max == 1 << 20 and sc.mtu == 9000
+    assert sc.client.tcp_congestion_control == "reno" and sc.server.tcp_congestion_control is None
+
+
+@pytest.mark.parametrize("value", ["cu bic", "x" * 20, 3])
+def test_bad_congestion_control_names_are_refused(value) -> None:
+    with pytest.raises(DtuneError, match="tcp_congestion_control"):
+        scenario_from_dict({"link": [{}], "client": {"tcp_congestion_control": value}})
 
 
 # --- the link model -----------------------------------------------------------

@@ -9,8 +9,11 @@ link N-1). It is written in TOML::
     tcp_wmem_max = 524288    # bytes
     mtu = 9000               # of every emulated link
 
+    tcp_congestion_control = "cubic"   # optional; default: the host's
+
     [server]                 # optional, applies to every server namespace
     tcp_wmem_max = 4194304
+    tcp_congestion_control = "cubic"
 
     [[link]]                 # one per server, in order: srv1, srv2, ...
     rate_mbit = 1000         # serialisation rate, each direction
@@ -92,17 +95,23 @@ def check_link_values(*, rate_mbit: float | None = None, rtt_ms: float | None = 
 
 @dataclass(frozen=True, slots=True)
 class HostConfig:
-    """Per-namespace TCP buffer caps (the third value of tcp_rmem / tcp_wmem).
+    """Per-namespace TCP settings: buffer caps (the third value of tcp_rmem /
+    tcp_wmem) and the congestion control algorithm.
 
-    None keeps the kernel's default for a new namespace. The client's
+    None keeps the kernel's default for a new namespace (buffers: the
+    kernel's built-in values; congestion control: the host's). The client's
     ``tcp_rmem_max`` is what makes one stream window-limited on a long link,
     as on the real WANs the tuners are meant for.
     """
 
     tcp_rmem_max: int | None = None
     tcp_wmem_max: int | None = None
+    tcp_congestion_control: str | None = None
 
     def __post_init__(self) -> None:
+        cc = self.tcp_congestion_control
+        if cc is not None and not (cc.isascii() and cc.replace("_", "").isalnum() and len(cc) < 16):
+            raise DtuneError(f"tcp_congestion_control must be an algorithm name like cubic or bbr, got {cc!r}")
         for name in ("tcp_rmem_max", "tcp_wmem_max"):
             value = getattr(self, name)
             if value is not None and not 4096 <= value <= 1 << 30:
@@ -134,8 +143,8 @@ class Scenario:
 
 
 _LINK_KEYS = {"rate_mbit", "rtt_ms", "queue_kb", "loss"}
-_CLIENT_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "mtu"}
-_SERVER_KEYS = {"tcp_rmem_max", "tcp_wmem_max"}
+_CLIENT_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control", "mtu"}
+_SERVER_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control"}
 
 
 def _number(where: str, key: str, value: Any) -> float:
@@ -177,7 +186,13 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
     server = _table(f"scenario {name}: [server]", data.get("server", {}), _SERVER_KEYS)
 
     def host(where: str, raw: dict[str, Any]) -> HostConfig:
-        values = {k: _integer(where, k, raw[k]) for k in ("tcp_rmem_max", "tcp_wmem_max") if k in raw}
+        values: dict[str, Any] = {k: _integer(where, k, raw[k]) for k in ("tcp_rmem_max", "tcp_wmem_max")
+                                  if k in raw}
+        if "tcp_congestion_control" in raw:
+            cc = raw["tcp_congestion_control"]
+            if not isinstance(cc, str):
+                raise DtuneError(f"{where}: tcp_congestion_control must be a string, got {cc!r}")
+            values["tcp_congestion_control"] = cc
         try:
             return HostConfig(**values)
         except DtuneError as exc:

@@ -89,10 +89,14 @@ class Testbed:
     @classmethod
     def from_profile(cls, servers: Sequence[Link], *, client_rmem: int | None = None,
                      client_wmem: int | None = None, server_rmem: int | None = None,
-                     server_wmem: int | None = None, mtu: int = DEFAULT_MTU, **kwargs: Any) -> Testbed:
-        """A testbed with one link per entry of ``servers``; buffer caps in bytes."""
-        scenario = Scenario(links=tuple(servers), client=HostConfig(client_rmem, client_wmem),
-                            server=HostConfig(server_rmem, server_wmem), mtu=mtu, name="profile")
+                     server_wmem: int | None = None, congestion_control: str | None = None,
+                     mtu: int = DEFAULT_MTU, **kwargs: Any) -> Testbed:
+        """A testbed with one link per entry of ``servers``; buffer caps in bytes;
+        ``congestion_control`` (e.g. "cubic") applies to every namespace."""
+        scenario = Scenario(links=tuple(servers),
+                            client=HostConfig(client_rmem, client_wmem, congestion_control),
+                            server=HostConfig(server_rmem, server_wmem, congestion_control),
+                            mtu=mtu, name="profile")
         return cls(scenario, **kwargs)
 
     @classmethod
@@ -183,6 +187,9 @@ class Testbed:
                 values["net.ipv4.tcp_rmem"] = _tcp_mem(131072, host.tcp_rmem_max)
             if host.tcp_wmem_max:
                 values["net.ipv4.tcp_wmem"] = _tcp_mem(16384, host.tcp_wmem_max)
+            if host.tcp_congestion_control:
+                _check_congestion_control(host.tcp_congestion_control)
+                values["net.ipv4.tcp_congestion_control"] = host.tcp_congestion_control
             netns.sysctl_in(name, values)
         backend = self.backend
         if backend == "auto":
@@ -286,6 +293,18 @@ class Testbed:
         self._require_up()
         assert self._links_impl is not None
         return self._links_impl.stats()
+
+
+def _check_congestion_control(name: str) -> None:
+    """A namespace may only use algorithms the host allows (loaded is not enough)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_allowed_congestion_control") as f:
+            allowed = f.read().split()
+    except OSError:
+        return
+    if name not in allowed:
+        raise DtuneError(f"testbed: tcp_congestion_control {name!r} is not allowed in namespaces here "
+                         f"(net.ipv4.tcp_allowed_congestion_control = {' '.join(allowed)})")
 
 
 def _sigterm_to_exit(signum: int, frame: object) -> None:
