@@ -142,6 +142,12 @@ def _theta(r) -> str:
     return "/".join("-" if v is None else str(v) for v in (r.cc, r.p, r.pp))
 
 
+LIST_COLUMNS = (("id", "right"), ("date (UTC)", "left"), ("source", "left"), ("files", "right"),
+                ("bytes", "right"), ("tuner", "left"), ("cc/p/pp", "left"), ("Mbit/s", "right"),
+                ("seconds", "right"))
+SOURCE = 2   # index of the source column
+
+
 def run_list(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
     with _open(args) as store:
@@ -150,18 +156,29 @@ def run_list(args: argparse.Namespace) -> int:
     if not rows:
         console.print(f"no transfers in {store.name}" + (" at this offset" if total else " yet"))
         return 0
-    table = Table(title=f"transfer history ({store.name})", title_justify="left")
-    for name, justify in (("id", "right"), ("date (UTC)", "left"), ("source", "left"),
-                          ("files", "right"), ("bytes", "right"), ("tuner", "left"),
-                          ("cc/p/pp", "left"), ("Mbit/s", "right"), ("seconds", "right")):
-        table.add_column(name, justify=justify, overflow="fold" if name == "source" else "ellipsis")
+    cells = []
     for r in rows:
         files = "-" if r.file_count is None else str(r.file_count)
         if r.files_failed:
-            files += f" ({r.files_failed} failed)"
-        table.add_row(str(r.id), _date(r.started_at), r.source or f"({r.origin})", files,
-                      _human_bytes(r.total_bytes), r.tuner or "-", _theta(r),
-                      _num(r.throughput_mbps), _num(r.duration_s))
+            files += f" ({r.files_failed}✗)"
+        tuner = (r.tuner_settings or {}).get("tuner") or r.tuner or "-"   # the short name
+        cells.append([str(r.id), _date(r.started_at), r.source or f"({r.origin})", files,
+                      _human_bytes(r.total_bytes), str(tuner), _theta(r),
+                      _num(r.throughput_mbps), _num(r.duration_s)])
+    table = Table(title=f"transfer history ({store.name})", title_justify="left",
+                  box=None, pad_edge=False, header_style="bold")
+    widths = [max(len(name), *(len(row[i]) for row in cells)) for i, (name, _) in enumerate(LIST_COLUMNS)]
+    needed = sum(widths) + 2 * (len(widths) - 1)   # one space of padding each side between columns
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(needed, console.width))   # piped: never crop
+    # on a narrow terminal the source column gives up width; the others keep theirs
+    spare = console.width - needed + widths[SOURCE]
+    for width, (name, justify) in zip(widths, LIST_COLUMNS, strict=True):
+        if name == "source":
+            width = max(12, min(width, spare))
+        table.add_column(name, justify=justify, no_wrap=True, overflow="ellipsis", width=width)
+    for row in cells:
+        table.add_row(*row)
     console.print(table)
     if total > len(rows):
         console.print(f"{len(rows)} of {total} transfers (--limit, --offset for more)")

@@ -24,6 +24,7 @@ ENERGY_KINDS = ("measured", "estimated")   # NULL: no energy figure, or provenan
 HOWS = ("measured", "given", "assumed")    # how a network fact was obtained (NetworkFacts.how)
 
 metadata = sa.MetaData()
+JSON = sa.JSON(none_as_null=True)   # Python None is SQL NULL, not the JSON text 'null'
 
 transfers = sa.Table(
     "transfers", metadata,
@@ -47,9 +48,9 @@ transfers = sa.Table(
     sa.Column("pp", sa.Integer),
     sa.Column("cpu_num", sa.Integer),                     # NULL: not applied
     sa.Column("cpu_freq", sa.Integer),                    # kHz; NULL: not applied
-    sa.Column("params_json", sa.JSON(none_as_null=True)),                    # per-partition parameters
+    sa.Column("params_json", JSON),                       # per-partition parameters
     sa.Column("tuner", sa.String(64)),
-    sa.Column("tuner_settings", sa.JSON(none_as_null=True)),                 # the tuner's get_params()
+    sa.Column("tuner_settings", JSON),                    # the tuner's get_params()
     # outcomes
     sa.Column("throughput_mbps", sa.Float),
     sa.Column("duration_s", sa.Float),
@@ -71,7 +72,7 @@ samples = sa.Table(
     sa.Column("t", sa.Float, nullable=False),             # seconds since the transfer started
     sa.Column("bytes", sa.BigInteger, nullable=False),    # received so far
     sa.Column("rate_mbps", sa.Float),                     # smoothed rate at t
-    sa.Column("params_json", sa.JSON(none_as_null=True)),                    # per-partition parameters at t
+    sa.Column("params_json", JSON),                       # per-partition parameters at t
 )
 
 
