@@ -264,10 +264,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         mode = "detached" if entry["detached"] else f"owned by pid {entry['owner_pid']}"
         print(f"testbed {entry['run_id']}: {status}, {mode}, scenario {entry['scenario']}")
         for i, addr in enumerate(entry["addresses"]):
-            counters = ""
-            if "links" in entry:
+            text = addr["link"]
+            if "links" in entry:  # the emulator's current values, after any live change
                 down = entry["links"][i]["down"]
-                counters = (f"  [{down['bytes'] / 1e6:.1f} MB down, {down['queue_drops']} queue drops, "
-                            f"{down['loss_drops']} lost]")
-            print(f"  {addr['server']}  {addr['server_addr']}  {addr['link']}{counters}")
+                text = (f"{down['rate_mbit']:g} Mbit/s, RTT {down['rtt_ms']:g} ms, "
+                        f"queue {down['queue_bytes'] // 1024} KiB, loss {down['loss'] * 100:g} %  "
+                        f"[{down['bytes'] / 1e6:.1f} MB down, {down['queue_drops']} queue drops, "
+                        f"{down['loss_drops']} lost]")
+            print(f"  {addr['server']}  {addr['server_addr']}  {text}")
     return 0
