@@ -125,6 +125,10 @@ def _human_bytes(n: int | None) -> str:
     return str(n)
 
 
+def _plural(n: int) -> str:
+    return f"{n} transfer" if n == 1 else f"{n} transfers"
+
+
 def _num(x: float | None, fmt: str = "{:.1f}") -> str:
     return "-" if x is None else fmt.format(x)
 
@@ -181,7 +185,7 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_row(*row)
     console.print(table)
     if total > len(rows):
-        console.print(f"{len(rows)} of {total} transfers (--limit, --offset for more)")
+        console.print(f"{len(rows)} of {_plural(total)} (--limit, --offset for more)")
     return 0
 
 
@@ -244,7 +248,7 @@ def run_export(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise DtuneError(f"history export {args.csv}: {exc.strerror or exc}") from None
     if args.csv != "-":
-        print(f"exported {n} transfers to {args.csv}", file=sys.stderr)
+        print(f"exported {_plural(n)} to {args.csv}", file=sys.stderr)
     return 0
 
 
@@ -259,5 +263,5 @@ def run_import(args: argparse.Namespace) -> int:
                 raise DtuneError(f"history import {args.csv}: {exc.strerror or exc}") from None
             with fh:
                 n = store.import_csv(fh, name=args.csv)
-    print(f"imported {n} transfers from {args.csv} into {store.name}", file=sys.stderr)
+    print(f"imported {_plural(n)} from {args.csv} into {store.name}", file=sys.stderr)
     return 0

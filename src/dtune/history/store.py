@@ -80,7 +80,10 @@ def open_store(url: str | None = None) -> HistoryStore:
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT}
     try:
         engine = sa.create_engine(resolved, **kwargs)
-    except (sa.exc.SQLAlchemyError, ImportError) as exc:
+    except ImportError as exc:
+        raise DtuneError(f"history {name}: cannot open: {_reason(exc)} "
+                         "(the driver for this database is not installed)") from None
+    except sa.exc.SQLAlchemyError as exc:
         raise DtuneError(f"history {name}: cannot open: {_reason(exc)}") from None
     if resolved.get_backend_name() == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_foreign_keys)
