@@ -111,3 +111,14 @@ def test_each_action_has_help(action, capsys):
         main(["history", action, "--help"])
     assert info.value.code == 0
     assert "--history" in capsys.readouterr().out
+
+
+def test_brackets_in_a_source_url_are_printed_not_taken_as_markup(tmp_path, capsys):
+    path = str(tmp_path / "b.db")
+    with open_store(path) as store:
+        store.record(TransferRecord(source="http://h/run[bold]1[/bold]/", files_failed=2, file_count=5), [])
+    assert main(["history", "list", "--history", path]) == 0
+    out = capsys.readouterr().out
+    assert "http://h/run[bold]1[/bold]/" in out and "5 (2 failed)" in out
+    assert main(["history", "show", "1", "--history", path]) == 0
+    assert "run[bold]1[/bold]" in capsys.readouterr().out

@@ -153,7 +153,7 @@ SOURCE = 2   # index of the source column
 
 
 def run_list(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)
     with _open(args) as store:
         rows = store.list(limit=args.limit, offset=args.offset)
         total = store.count()
@@ -164,7 +164,7 @@ def run_list(args: argparse.Namespace) -> int:
     for r in rows:
         files = "-" if r.file_count is None else str(r.file_count)
         if r.files_failed:
-            files += f" ({r.files_failed}✗)"
+            files += f" ({r.files_failed} failed)"
         tuner = (r.tuner_settings or {}).get("tuner") or r.tuner or "-"   # the short name
         cells.append([str(r.id), _date(r.started_at), r.source or f"({r.origin})", files,
                       _human_bytes(r.total_bytes), str(tuner), _theta(r),
@@ -174,7 +174,7 @@ def run_list(args: argparse.Namespace) -> int:
     widths = [max(len(name), *(len(row[i]) for row in cells)) for i, (name, _) in enumerate(LIST_COLUMNS)]
     needed = sum(widths) + 2 * (len(widths) - 1)   # one space of padding each side between columns
     if not console.is_terminal:
-        console = Console(highlight=False, width=max(needed, console.width))   # piped: never crop
+        console = Console(highlight=False, markup=False, width=max(needed, console.width))   # piped: never crop
     # on a narrow terminal the source column gives up width; the others keep theirs
     spare = console.width - needed + widths[SOURCE]
     for width, (name, justify) in zip(widths, LIST_COLUMNS, strict=True):
@@ -190,7 +190,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = Console(highlight=False, markup=False)
     with _open(args) as store:
         record = store.get(args.id)
         samples = store.samples(args.id) if record is not None else []
