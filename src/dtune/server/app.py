@@ -29,7 +29,7 @@ from dtune.server.config import ServerConfig
 from dtune.server.listing import render_listing, scan_directory
 from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
 from dtune.server.paths import Root
-from dtune.server.protocol import HttpConnection
+from dtune.server.protocol import SERVER_NAME, HttpConnection
 
 
 class Stats:
@@ -173,14 +173,9 @@ class FileServer:
         else:
             self._overflow.discard(conn)
 
-    def count(self, req: Any, status: int, body_bytes: int, peer: str) -> None:
-        stats = self.stats
-        stats.requests += 1
-        stats.bytes_sent += body_bytes
-        stats.responses[status] = stats.responses.get(status, 0) + 1
-        if not self.config.quiet:
-            method = _log_safe(req.method) if req.method else "-"
-            self._log.append(f'{peer} "{method} {_log_safe(req.target)}" {status}\n')
+    def log_access(self, peer: str, method: bytes, target: bytes, status: int) -> None:
+        """One access-log line (written in batches by ``flush_log``)."""
+        self._log.append(f'{peer} "{_log_safe(method) if method else "-"} {_log_safe(target)}" {status}\n')
 
     def flush_log(self) -> None:
         if self._log:
@@ -200,11 +195,13 @@ class FileServer:
         except (OSError, ValueError):
             pass
 
-    def date(self) -> str:
+    def common_fields(self) -> str:
+        """``Server`` and ``Date`` header lines, rebuilt once a second."""
         now = int(time.time())
         if now != self._date_second:
             self._date_second = now
-            self._date_text = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now))
+            date = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now))
+            self._date_text = f"Server: {SERVER_NAME}\r\nDate: {date}\r\n"
         return self._date_text
 
     def stats_json(self) -> bytes:

@@ -126,14 +126,8 @@ def _openat2_function():  # type: ignore[no-untyped-def]
     syscall.restype = ctypes.c_long
     syscall.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
     how = _OpenHow(_OPEN_FLAGS, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
-    get_errno = ctypes.get_errno
-
-    def openat2(dirfd: int, path: bytes) -> int:
-        fd = syscall(number, dirfd, path, how_ref, how_size)
-        return fd if fd >= 0 else -get_errno()
-
-    return openat2
+    # called as syscall(*args, path) with args = (number, dirfd, ...): see Root.open
+    return syscall, (number, ctypes.byref(how), ctypes.sizeof(how), how)
 
 
 _OPENAT2 = _openat2_function()
@@ -147,16 +141,25 @@ class Root:
         self._prefix = self.real if self.real.endswith("/") else self.real + "/"
         self.fd = os.open(self.real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         self._use_proc = os.path.isdir(_PROC_FD)
-        self._openat2 = _OPENAT2 if fast_open else None
-        if self._openat2 is not None:
-            probe = self._openat2(self.fd, b".")
+        self._syscall = None
+        if fast_open and _OPENAT2 is not None:
+            syscall, (number, how_ref, how_size, self._how) = _OPENAT2
+            self._syscall = syscall
+            self._sysargs = (number, self.fd)
+            self._how_args = (how_ref, how_size)
+            probe = self._openat2(b".")
             if probe < 0:  # ENOSYS (old kernel), EPERM (seccomp): use the portable path
-                self._openat2 = None
+                self._syscall = None
             else:
                 os.close(probe)
 
+    def _openat2(self, path: bytes) -> int:
+        """``openat2(root, path, RESOLVE_BENEATH)``: a descriptor, or ``-errno``."""
+        fd = self._syscall(*self._sysargs, path, *self._how_args)  # type: ignore[misc]
+        return fd if fd >= 0 else -ctypes.get_errno()
+
     def __repr__(self) -> str:
-        return f"<Root {self.real!r} open={'openat2' if self._openat2 else 'openat+readlink'}>"
+        return f"<Root {self.real!r} open={'openat2' if self._syscall else 'openat+readlink'}>"
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -184,7 +187,12 @@ class Root:
         directory; 403 permission denied). The caller closes the descriptor.
         """
         real: str | None = None
-        fd = -errno.EXDEV if self._openat2 is None else self._openat2(self.fd, target.relbytes)
+        if self._syscall is not None:
+            fd = self._syscall(*self._sysargs, target.relbytes, *self._how_args)
+            if fd < 0:
+                fd = -ctypes.get_errno()
+        else:
+            fd = -errno.EXDEV
         if fd == -errno.EXDEV:  # no fast path, or a symlink to judge: open, then ask where it landed
             try:
                 fd = os.open(target.relbytes, _OPEN_FLAGS, dir_fd=self.fd)

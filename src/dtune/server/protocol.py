@@ -64,7 +64,7 @@ REASONS = {
     413: "Content Too Large", 414: "URI Too Long", 416: "Range Not Satisfiable",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
 }
-_SERVER = f"dtune/{__version__}"
+SERVER_NAME = f"dtune/{__version__}"
 _MIME: dict[str, str] = {}
 _QUERY_SAFE = "/?&=;:@!$'()*+,%~-._"  # a query copied into Location stays printable ASCII
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
@@ -127,6 +127,7 @@ class HttpConnection(asyncio.Protocol):
         self._stopped = False  # no more requests will be parsed
         self._closed = False
         self._overflow = False
+        self._log = not server.config.quiet
         # the request being parsed
         self._req: _Request | None = None
         self._url = b""
@@ -361,7 +362,13 @@ class HttpConnection(asyncio.Protocol):
     def _finish(self, req: _Request, status: int, sent: int, *, counted: bool = True) -> None:
         """Count the answer; close after it when keep-alive ends here."""
         if counted:
-            self._srv.count(req, status, sent, self._peer)
+            stats = self._srv.stats
+            stats.requests += 1
+            stats.bytes_sent += sent
+            responses = stats.responses
+            responses[status] = responses.get(status, 0) + 1
+            if self._log:
+                self._srv.log_access(self._peer, req.method, req.target, status)
         if not req.keep_alive:
             self._stopped = True
             self._queue.clear()
@@ -376,10 +383,8 @@ class HttpConnection(asyncio.Protocol):
         else:
             conn = "Connection: close\r\n"
         clen = "" if length is None else f"Content-Length: {length}\r\n"
-        return (
-            f"HTTP/1.1 {status} {REASONS[status]}\r\nServer: {_SERVER}\r\nDate: {self._srv.date()}\r\n"
-            f"{clen}{fields}{conn}\r\n"
-        ).encode("latin-1")
+        return f"HTTP/1.1 {status} {REASONS[status]}\r\n{self._srv.common_fields()}{clen}{fields}{conn}\r\n".encode(
+            "latin-1")
 
     def _simple(self, req: _Request, status: int, fields: str = "", body: bytes | None = None) -> None:
         """A short answer with a text body (errors, redirects)."""
@@ -408,13 +413,17 @@ class HttpConnection(asyncio.Protocol):
         else:
             self._simple(req, 405, "Allow: GET, HEAD\r\n")
             return None
-        try:
-            url = httptools.parse_url(req.target)
-        except httptools.HttpParserInvalidURLError:
-            req.keep_alive = False
-            self._simple(req, 400)
-            return None
-        raw_path = url.path or b"/"
+        raw_path = req.target
+        query = None
+        if raw_path[:1] != b"/" or b"?" in raw_path or b"#" in raw_path:  # not a bare origin-form path
+            try:
+                url = httptools.parse_url(raw_path)
+            except httptools.HttpParserInvalidURLError:
+                req.keep_alive = False
+                self._simple(req, 400)
+                return None
+            raw_path = url.path or b"/"
+            query = url.query
         if raw_path == STATS_PATH:
             self._stats(req)
             return None
@@ -431,11 +440,11 @@ class HttpConnection(asyncio.Protocol):
                 os.close(fd)
             if not target.trailing_slash:
                 location = target.url_path(slash=True)
-                if url.query:
-                    location += "?" + quote(url.query, safe=_QUERY_SAFE)
+                if query:
+                    location += "?" + quote(query, safe=_QUERY_SAFE)
                 self._simple(req, 301, f"Location: {location}\r\n")
                 return None
-            return self._directory(req, target, real, url.query)
+            return self._directory(req, target, real, query)
         if target.trailing_slash:  # "file/" names no file (ENOTDIR), as in nginx
             os.close(fd)
             self._simple(req, 404)
