@@ -193,6 +193,22 @@ def test_a_crashed_run_is_reaped_on_the_next_start_but_a_live_one_is_not() -> No
     assert not netns.run_dir(crashed).exists()
 
 
+def test_an_old_namespace_without_a_run_is_reaped_a_new_one_is_not(monkeypatch) -> None:
+    old, new = f"dtune-{run_id()}-client", f"dtune-{run_id()}-srv1"
+    netns.add_netns(old)
+    netns.add_netns(new)
+    real_mtime = netns._mtime
+    monkeypatch.setattr(netns, "_mtime", lambda p: 0.0 if p.name == old else real_mtime(p))
+    try:
+        with netns.registry_lock():
+            removed = netns.reap_stale()
+        assert old in removed and old not in netns.list_netns()
+        assert new in netns.list_netns()          # may be a run being created right now
+    finally:
+        netns.delete_netns(new)
+        netns.delete_netns(old)
+
+
 def test_cli_up_detached_exec_set_and_down() -> None:
     rid = run_id()
     dtune = [sys.executable, "-m", "dtune"]

@@ -269,9 +269,12 @@ class Emulator:
         if op == "stats":
             now = time.monotonic()
             out = []
-            for up, down in self.links:
-                out.append({"up": dict(up.stats(), queued=up.queued_bytes(now)),
-                            "down": dict(down.stats(), queued=down.queued_bytes(now))})
+            for i, (up, down) in enumerate(self.links):
+                pu, pd = self.pumps[2 * i], self.pumps[2 * i + 1]
+                out.append({"up": dict(up.stats(), queued=up.queued_bytes(now), waiting=pu.pending(),
+                                       write_errors=pu.write_errors),
+                            "down": dict(down.stats(), queued=down.queued_bytes(now), waiting=pd.pending(),
+                                         write_errors=pd.write_errors)})
             return {"ok": True, "links": out}
         if op == "set":
             index = request.get("link")
