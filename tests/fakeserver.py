@@ -1,4 +1,4 @@
-"""A scriptable HTTP/1.1 server for tests, on 127.0.0.1 and a free port.
+"""Servers for tests, all on 127.0.0.1 and a free port: a scriptable fake, real nginx, dtune serve.
 
 ``FakeServer`` serves an in-memory ``{path: bytes}`` dict with correct
 single-range support (206 / 416), keep-alive and pipelining (requests are
@@ -16,6 +16,11 @@ per connection.
 Every request is recorded (``requests``): method, decoded path, the Range
 header as sent, the connection it came on, when it arrived, and what was
 answered, so that tests can assert exactly which bytes were asked for.
+
+``Nginx`` and ``DtuneServe`` start the real servers as child processes on a
+directory (``stop()`` kills them and removes their files); they raise
+``Unavailable`` when the server cannot be started here, for the caller to
+turn into a skip with the reason.
 """
 
 from __future__ import annotations
@@ -25,10 +30,19 @@ import contextlib
 import hashlib
 import itertools
 import json
+import os
 import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
 MTIME = "Mon, 01 Jan 2024 00:00:00 GMT"
@@ -414,3 +428,209 @@ def spans_overlap(spans: list[tuple[int, int]]) -> list[tuple[tuple[int, int], t
     """Pairs of ranges (sorted by start) that share at least one byte."""
     ordered = sorted(spans)
     return [(a, b) for a, b in itertools.pairwise(ordered) if b[0] < a[1]]
+
+
+# ---------------------------------------------------------------------------------------------
+# real servers as child processes
+# ---------------------------------------------------------------------------------------------
+class Unavailable(Exception):
+    """The server cannot run here (missing binary, failed start); the message says why."""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def _end(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+@dataclass
+class LogLine:
+    """One nginx access-log line in ``Nginx.LOG_FORMAT``."""
+
+    end: float              # $msec: when the request finished (epoch seconds)
+    seconds: float          # $request_time
+    status: int
+    body_bytes: int         # $body_bytes_sent
+    complete: bool          # $request_completion == "OK"
+    method: str
+    uri: str                # decoded path
+    range: str | None       # the Range header as sent
+
+    @property
+    def start(self) -> float:
+        return self.end - self.seconds
+
+
+class Nginx:
+    """nginx serving ``root`` (autoindex JSON) with ``daemon off``; ``location_extra`` goes in ``location /``.
+
+    nginx workers may run as ``nobody``: ``root`` must be world-readable (see ``public_dir``).
+    """
+
+    BINARY = "/usr/sbin/nginx"
+    LOG_FORMAT = ('$msec $request_time $status $body_bytes_sent "$request_completion" '
+                  '"$http_range" "$request_method" "$uri"')
+    _LINE = re.compile(r'^(\S+) (\S+) (\d+) (\d+) "(\w*)" "([^"]*)" "(\w+)" "(.*)"$')
+
+    def __init__(self, root: Path, *, location_extra: str = "") -> None:
+        self.root = Path(root)
+        self.location_extra = location_extra
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        self.dir: str | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def access_log(self) -> Path:
+        assert self.dir is not None
+        return Path(self.dir) / "access.log"
+
+    def start(self) -> Nginx:
+        if not os.access(self.BINARY, os.X_OK):
+            raise Unavailable(f"{self.BINARY} is not installed")
+        self.dir = tempfile.mkdtemp(prefix="dtune-test-nginx-")
+        for _ in range(5):
+            self.port = free_port()
+            conf = Path(self.dir) / "nginx.conf"
+            conf.write_text(self._config())
+            self.proc = subprocess.Popen([self.BINARY, "-p", self.dir, "-c", str(conf),
+                                          "-e", str(Path(self.dir) / "error.log")],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if _wait_listening(self.port, self.proc):
+                return self
+            _end(self.proc)
+            reason = (Path(self.dir) / "error.log").read_text(errors="replace")[-300:]
+            if "Address already in use" not in reason:
+                self.stop()
+                raise Unavailable(f"nginx did not start: {reason.strip() or 'no error log'}")
+        self.stop()
+        raise Unavailable("nginx: no free port after 5 tries")
+
+    def _config(self) -> str:
+        d = self.dir
+        temp = " ".join(f"{kind}_temp_path {d}/tmp-{kind};" for kind in
+                        ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        return f"""
+daemon off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    {temp}
+    default_type application/octet-stream;
+    log_format dtune '{self.LOG_FORMAT}';
+    access_log {d}/access.log dtune;
+    keepalive_requests 100000;
+    server {{
+        listen 127.0.0.1:{self.port};
+        root {self.root};
+        location / {{
+            autoindex on;
+            autoindex_format json;
+            {self.location_extra}
+        }}
+    }}
+}}
+"""
+
+    def log(self) -> list[LogLine]:
+        lines = []
+        for text in self.access_log.read_text(errors="replace").splitlines():
+            m = self._LINE.match(text)
+            if m:
+                end, secs, status, sent, done, rng, method, uri = m.groups()
+                lines.append(LogLine(float(end), float(secs), int(status), int(sent), done == "OK",
+                                     method, uri, None if rng in ("", "-") else rng))
+        return lines
+
+    def stop(self) -> None:
+        _end(self.proc)
+        self.proc = None
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> Nginx:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class DtuneServe:
+    """``dtune serve ROOT --port 0 --quiet`` as a child process; the port is read from its banner."""
+
+    BANNER = re.compile(r"^serving .* on (http://[^/\s]+:(\d+))/\s*$")
+
+    def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+        self.root = Path(root)
+        self.env = env
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> DtuneServe:
+        self.proc = subprocess.Popen([sys.executable, "-m", "dtune", "serve", str(self.root), "--port", "0",
+                                      "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, env=self.env)
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 15)
+        line = self.proc.stdout.readline() if ready else ""
+        m = self.BANNER.match(line)
+        if not m:
+            self.stop()
+            raise Unavailable(f"dtune serve did not print 'serving DIR on http://HOST:PORT/' "
+                              f"(got {line.strip()!r})")
+        self.port = int(m.group(2))
+        return self
+
+    def stop(self) -> None:
+        _end(self.proc)
+        if self.proc is not None:
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+        self.proc = None
+
+    def __enter__(self) -> DtuneServe:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def public_dir(prefix: str) -> Path:
+    """A new world-readable temporary directory (nginx workers run as nobody). Remove it yourself."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
