@@ -1,0 +1,284 @@
+"""The benchmark tables of a scenario file, next to the testbed's ``[client]`` / ``[[link]]``.
+
+::
+
+    [bench]
+    runs = 3                 # repetitions of every (tool variant x dataset x link profile)
+    server = "dtune"         # "dtune" (dtune serve) or "nginx", in every server namespace
+    port = 8080              # the servers' port (nginx also serves an HTML listing on port + 1)
+    timeout_s = 600          # one client run is killed (and recorded failed) after this long
+    link = "1g-40ms"         # name of the scenario's own link profile (default: from the links)
+
+    [[profile]]              # optional: more link profiles, applied live between runs
+    name = "1g-80ms"
+    rtt_ms = 80              # rate_mbit / rtt_ms / loss / queue_kb for every link, or
+    # links = [{rate_mbit = 400}, {rate_mbit = 200}]   per link (srv1, srv2, ...)
+
+    [[dataset]]
+    preset = "html"          # see dtune.testbed.datasets
+    scale = 1.0
+    seed = 0
+    files = 1                # optional: keep only the first N files of the plan
+    name = "html"            # default: the preset
+
+    [[tool]]
+    tool = "aria2c"          # dtune, aria2c, curl, wget, lftp, rclone
+    variant = "x16"          # default: "default"
+    args = ["-x16", "-s16", "-j16"]
+    mode = "..."             # tool-specific (dtune: auto/dir/list; lftp: mirror/pget)
+    mirrors = true           # give every server's URL (aria2c default; dtune: --mirror)
+    datasets = ["html"]      # optional: only these datasets
+    runs = 1                 # optional: fewer repetitions than [bench] runs (for a tool
+                             # that is an order of magnitude slower than the rest)
+
+Unknown keys are errors, as in the testbed's tables: a typo would silently
+change an experiment.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dtune.errors import DtuneError
+from dtune.testbed.datasets import PRESETS
+from dtune.testbed.scenario import Link, Scenario, check_link_values, scenario_from_dict
+
+SERVERS = ("dtune", "nginx")
+TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone")
+# Three runs is the least that gives a median that one outlier cannot move.
+DEFAULT_RUNS = 3
+DEFAULT_PORT = 8080
+# Long enough for one 300 MB file at a single window-limited stream (~70 Mbit/s
+# on the 40 ms profiles, ~35 s) many times over; short enough that a hung peer
+# does not eat the afternoon.
+DEFAULT_TIMEOUT_S = 600.0
+
+_BENCH_KEYS = {"runs", "server", "port", "timeout_s", "link"}
+_PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "loss", "queue_kb", "links"}
+_LINK_VALUE_KEYS = {"rate_mbit", "rtt_ms", "loss", "queue_kb"}
+_DATASET_KEYS = {"name", "preset", "scale", "seed", "files"}
+_TOOL_KEYS = {"tool", "variant", "args", "mode", "mirrors", "datasets", "runs"}
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """A named set of link values; ``links[i]`` is applied to link i (None: unchanged)."""
+
+    name: str
+    links: tuple[dict[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetSpec:
+    name: str
+    preset: str
+    scale: float = 1.0
+    seed: int = 0
+    files: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    tool: str
+    variant: str = "default"
+    args: tuple[str, ...] = ()
+    mode: str | None = None
+    mirrors: bool | None = None
+    datasets: tuple[str, ...] | None = None
+    runs: int | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.tool} {self.variant}"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """Everything ``dtune bench`` reads from one scenario file."""
+
+    name: str
+    scenario: Scenario
+    runs: int = DEFAULT_RUNS
+    server: str = "dtune"
+    port: int = DEFAULT_PORT
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    profiles: tuple[Profile, ...] = ()
+    datasets: tuple[DatasetSpec, ...] = ()
+    tools: tuple[ToolSpec, ...] = field(default=())
+
+
+def link_label(links: tuple[Link, ...] | list[Link]) -> str:
+    """A short name for a set of links: ``1000M-40ms``, or ``400M-20ms+200M-30ms`` for several."""
+    return "+".join(f"{link.rate_mbit:g}M-{link.rtt_ms:g}ms" for link in links)
+
+
+def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DtuneError(f"{where}: must be a table")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _list_of_tables(where: str, value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise DtuneError(f"{where}: must be an array of tables ([[...]])")
+    return value
+
+
+def _int(where: str, key: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise DtuneError(f"{where}: {key} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def _num(where: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise DtuneError(f"{where}: {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _str(where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DtuneError(f"{where}: {key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _str_list(where: str, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DtuneError(f"{where}: {key} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _link_values(where: str, raw: dict[str, Any]) -> dict[str, float]:
+    values = {}
+    for key in _LINK_VALUE_KEYS & set(raw):
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DtuneError(f"{where}: {key} must be a number, got {value!r}")
+        values[key] = float(value)
+    try:
+        check_link_values(**values)
+    except DtuneError as exc:
+        raise DtuneError(f"{where}: {exc}") from None
+    return values
+
+
+def _profile(where: str, raw: Any, n_links: int) -> Profile:
+    raw = _table(where, raw, _PROFILE_KEYS)
+    name = _str(where, "name", raw.get("name"))
+    common = _link_values(where, raw)
+    if "links" in raw:
+        if common:
+            raise DtuneError(f"{where}: give either per-link 'links' or values for every link, not both")
+        per = raw["links"]
+        if not isinstance(per, list) or len(per) != n_links:
+            raise DtuneError(f"{where}: links must list {n_links} tables (one per [[link]])")
+        links = tuple(_link_values(f"{where}: link {i + 1}", _table(f"{where}: link {i + 1}", t, _LINK_VALUE_KEYS))
+                      for i, t in enumerate(per))
+    else:
+        if not common:
+            raise DtuneError(f"{where}: changes nothing (set rate_mbit, rtt_ms, loss or queue_kb)")
+        links = tuple(dict(common) for _ in range(n_links))
+    return Profile(name=name, links=links)
+
+
+def _dataset(where: str, raw: Any) -> DatasetSpec:
+    raw = _table(where, raw, _DATASET_KEYS)
+    preset = _str(where, "preset", raw.get("preset"))
+    if preset not in PRESETS:
+        raise DtuneError(f"{where}: unknown preset {preset!r} (have {', '.join(PRESETS)})")
+    name = _str(where, "name", raw.get("name", preset))
+    if "/" in name or name.startswith(".") or name != name.strip():
+        raise DtuneError(f"{where}: name {name!r} must be a plain directory name")
+    files = raw.get("files")
+    return DatasetSpec(
+        name=name, preset=preset,
+        scale=_num(where, "scale", raw.get("scale", 1.0)),
+        seed=_int(where, "seed", raw.get("seed", 0), 0, 2**63),
+        files=None if files is None else _int(where, "files", files, 1, 10**7),
+    )
+
+
+def _tool(where: str, raw: Any, dataset_names: set[str]) -> ToolSpec:
+    raw = _table(where, raw, _TOOL_KEYS)
+    tool = _str(where, "tool", raw.get("tool"))
+    if tool not in TOOLS:
+        raise DtuneError(f"{where}: unknown tool {tool!r} (have {', '.join(TOOLS)})")
+    datasets = None
+    if "datasets" in raw:
+        datasets = _str_list(where, "datasets", raw["datasets"])
+        unknown = sorted(set(datasets) - dataset_names)
+        if unknown:
+            raise DtuneError(f"{where}: no [[dataset]] named {unknown[0]!r}")
+    mirrors = raw.get("mirrors")
+    if mirrors is not None and not isinstance(mirrors, bool):
+        raise DtuneError(f"{where}: mirrors must be true or false")
+    mode = raw.get("mode")
+    runs = raw.get("runs")
+    return ToolSpec(tool=tool, variant=_str(where, "variant", raw.get("variant", "default")),
+                    args=_str_list(where, "args", raw.get("args", [])),
+                    mode=None if mode is None else _str(where, "mode", mode),
+                    mirrors=mirrors, datasets=datasets,
+                    runs=None if runs is None else _int(where, "runs", runs, 1, 1000))
+
+
+def bench_from_dict(data: dict[str, Any], *, name: str = "custom") -> BenchConfig:
+    """Parse the benchmark tables (and, through the testbed, the link tables)."""
+    scenario = scenario_from_dict(data, name=name)
+    where = f"scenario {name}"
+    bench = _table(f"{where}: [bench]", data.get("bench", {}), _BENCH_KEYS)
+    server = bench.get("server", "dtune")
+    if server not in SERVERS:
+        raise DtuneError(f"{where}: [bench] server must be one of {', '.join(SERVERS)}, got {server!r}")
+    base = Profile(name=_str(f"{where}: [bench]", "link", bench.get("link", link_label(scenario.links))),
+                   links=tuple({} for _ in scenario.links))
+    profiles = [base] + [_profile(f"{where}: profile {i + 1}", raw, len(scenario.links))
+                         for i, raw in enumerate(_list_of_tables(f"{where}: profile", data.get("profile")))]
+    datasets = [_dataset(f"{where}: dataset {i + 1}", raw)
+                for i, raw in enumerate(_list_of_tables(f"{where}: dataset", data.get("dataset")))]
+    if not datasets:
+        raise DtuneError(f"{where}: needs at least one [[dataset]] table to benchmark")
+    _unique(where, "dataset", [d.name for d in datasets])
+    _unique(where, "profile", [p.name for p in profiles])
+    tools = [_tool(f"{where}: tool {i + 1}", raw, {d.name for d in datasets})
+             for i, raw in enumerate(_list_of_tables(f"{where}: tool", data.get("tool")))]
+    if not tools:
+        raise DtuneError(f"{where}: needs at least one [[tool]] table to benchmark")
+    _unique(where, "tool variant", [t.label for t in tools])
+    return BenchConfig(
+        name=name, scenario=scenario,
+        runs=_int(f"{where}: [bench]", "runs", bench.get("runs", DEFAULT_RUNS), 1, 1000),
+        server=server,
+        port=_int(f"{where}: [bench]", "port", bench.get("port", DEFAULT_PORT), 1, 65534),
+        timeout_s=_num(f"{where}: [bench]", "timeout_s", bench.get("timeout_s", DEFAULT_TIMEOUT_S)),
+        profiles=tuple(profiles), datasets=tuple(datasets), tools=tuple(tools),
+    )
+
+
+def _unique(where: str, what: str, names: list[str]) -> None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise DtuneError(f"{where}: two {what}s named {n!r}")
+        seen.add(n)
+
+
+def load_bench(path: str | Path) -> BenchConfig:
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise DtuneError(f"bench: scenario {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DtuneError(f"bench: scenario {path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise DtuneError(f"bench: scenario {path}: {exc.strerror}") from None
+    return bench_from_dict(data, name=path.stem)

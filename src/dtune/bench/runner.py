@@ -1,0 +1,438 @@
+"""Run a benchmark: datasets, testbed, servers, interleaved client runs, verification, records.
+
+Theory of operation
+-------------------
+1. Read the scenario (``config.load_bench``), drop tool variants whose binary
+   is missing (printed, recorded in results.json as skipped).
+2. Make a private working directory ``$TMPDIR/dtune-bench-XXXX`` (with an
+   ``owner.json`` so a later run can remove it if this process is killed
+   outright), write each dataset once under ``data/<name>/`` and hash it.
+3. Bring the testbed up from the scenario's link tables and start one
+   server (dtune serve or nginx) per server namespace, all serving ``data/``.
+4. ``schedule()`` interleaves the runs: every repetition runs every
+   (dataset x link profile x tool variant) once, so slow drift of the shared
+   2-core machine (page cache, other work) spreads over all tools instead of
+   biasing whichever tool ran last. Each repetition starts one step later in
+   the list, so no tool always follows the same neighbour.
+5. One run: apply the link profile, fresh output directory, list files,
+   read the server counters, start the client in the client namespace, wait
+   with ``os.wait4`` (wall seconds from start to reap; CPU seconds = user +
+   system of the client and every descendant it waited for), kill whatever
+   is left in its process group, verify every file (size + SHA-256 at the
+   path the tool's layout puts it), read the counters again, record, delete
+   the output directory. results.csv / results.json are rewritten after every
+   run, so an interrupted benchmark still leaves what it measured.
+6. ``finally``: the client's process group, the servers, the testbed (its
+   namespaces and emulator) and the working directory are removed -- after
+   success, an error, SIGTERM (the testbed turns it into SystemExit) or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dtune.bench.config import BenchConfig, DatasetSpec, Profile, ToolSpec
+from dtune.bench.peers import Job, peer
+from dtune.bench.report import RunRecord, mbps, write_results
+from dtune.bench.servers import BenchServer, make_server
+from dtune.bench.urls import expected_paths, extra_files
+from dtune.bench.verify import source_digests, verify_output
+from dtune.errors import DtuneError
+from dtune.testbed import Testbed
+from dtune.testbed.datasets import file_bytes_seed, make_dataset, plan_dataset, write_file
+from dtune.testbed.netns import pid_alive, proc_start_time
+from dtune.testbed.scenario import Link
+
+# Under $TMPDIR; other dtune benchmarks use dtune-bench-* too, so this one has
+# its own infix and only ever removes directories that carry its owner file.
+WORKDIR_PREFIX = "dtune-bench-wan-"
+OWNER_FILE = "owner.json"
+OWNER_KIND = "dtune bench (WAN testbed)"
+
+T = TypeVar("T")
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Combo:
+    """One cell of the benchmark: a tool variant on a dataset over a link profile."""
+
+    dataset: str
+    profile: str
+    tool: ToolSpec
+
+
+def schedule(combos: Sequence[T], runs: int, limit: Callable[[T], int | None] | None = None) -> list[tuple[int, T]]:
+    """``(repetition, combo)`` pairs: every repetition runs every combo once, rotated by one.
+
+    ``limit(combo)`` may cap a combo's repetitions below ``runs`` (it then
+    takes part in the first ones only).
+    """
+    out = []
+    for rep in range(runs):
+        active = [c for c in combos if limit is None or (limit(c) or runs) > rep]
+        shift = rep % len(active) if active else 0
+        out += [(rep, c) for c in active[shift:] + active[:shift]]
+    return out
+
+
+def profile_links(base: Sequence[Link], profile: Profile) -> list[Link]:
+    """The links as ``profile`` sets them (the base profile changes nothing)."""
+    return [replace(link, **values) for link, values in zip(base, profile.links, strict=True)]
+
+
+# --- working directory --------------------------------------------------------
+
+def reap_stale_workdirs(tmp: str | None = None) -> list[str]:
+    """Remove working directories of earlier benchmarks whose owner process is gone.
+
+    Only directories with our owner file are candidates: one without it may
+    belong to something else, or be being created right now.
+    """
+    root = Path(tmp or tempfile.gettempdir())
+    removed = []
+    for path in root.glob(WORKDIR_PREFIX + "*"):
+        if not path.is_dir() or path.is_symlink():
+            continue
+        try:
+            owner = json.loads((path / OWNER_FILE).read_text())
+            if owner.get("kind") != OWNER_KIND:
+                continue
+            alive = pid_alive(int(owner["pid"]), owner.get("start"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if not alive:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
+    return removed
+
+
+def make_workdir(tmp: str | None = None) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=tmp))
+    owner = {"kind": OWNER_KIND, "pid": os.getpid(), "start": proc_start_time(os.getpid())}
+    (path / OWNER_FILE).write_text(json.dumps(owner))
+    return path
+
+
+def build_dataset(spec: DatasetSpec, root: Path) -> list[tuple[str, int]]:
+    """Write ``spec`` under ``root``; ``files = N`` keeps the first N files of the preset's plan."""
+    if spec.files is None:
+        return make_dataset(spec.preset, root, spec.scale, spec.seed)
+    plan = plan_dataset(spec.preset, spec.scale, spec.seed)[:spec.files]
+    for rel, size in plan:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, size, file_bytes_seed(spec.seed, rel))
+    return plan
+
+
+# --- one client run -------------------------------------------------------------
+
+@dataclass(slots=True)
+class ClientResult:
+    exit_code: int | None
+    seconds: float
+    cpu_seconds: float
+    timed_out: bool = False
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float) -> ClientResult:
+    """Run ``argv`` in the client namespace; wall and CPU seconds from ``os.wait4``.
+
+    ``ip netns exec`` execs the command in place, so the pid is the tool's and
+    its rusage covers the tool and the children it waited for. Whatever is
+    left in its process group afterwards is killed.
+    """
+    timed_out = threading.Event()
+    with open(log, "wb") as logf:
+        start = time.perf_counter()
+        proc = tb.popen("client", argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                        cwd=cwd)
+
+        def expire() -> None:
+            timed_out.set()
+            _kill_group(proc.pid)
+
+        timer = threading.Timer(timeout, expire)
+        timer.daemon = True
+        timer.start()
+        reaped = False
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+            seconds = time.perf_counter() - start
+            reaped = True
+        finally:
+            timer.cancel()
+            _kill_group(proc.pid)
+            if not reaped:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(proc.pid, 0)
+                proc.returncode = -signal.SIGKILL
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ClientResult(exit_code=None if timed_out.is_set() else proc.returncode, seconds=seconds,
+                        cpu_seconds=usage.ru_utime + usage.ru_stime, timed_out=timed_out.is_set())
+
+
+def last_error_line(log: Path, limit: int = 200) -> str:
+    """The last line of a client's output that looks like a reason (for the ``error`` column)."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("{"):
+            try:
+                event = json.loads(text)
+            except ValueError:
+                event = {}
+            if event.get("event") == "summary":
+                failed = event.get("failed") or []
+                if failed:
+                    return f"{len(failed)} failed, e.g. {failed[0].get('file')}: {failed[0].get('reason')}"[:limit]
+                continue
+            if event.get("event") in ("progress", "file_done", "tuning", "start"):
+                continue
+        return text[:limit]
+    return ""
+
+
+# --- the benchmark ----------------------------------------------------------------
+
+@dataclass(slots=True)
+class PreparedDataset:
+    spec: DatasetSpec
+    root: Path
+    files: tuple[tuple[str, int], ...]
+    digests: dict[str, tuple[int, str]]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for size, _ in self.digests.values())
+
+
+def _tool_versions(tools: Sequence[str]) -> dict[str, str]:
+    flags = {"aria2c": ["--version"], "curl": ["--version"], "wget": ["--version"], "lftp": ["--version"],
+             "rclone": ["version"], "nginx": ["-v"]}
+    out = {}
+    for tool in tools:
+        if tool not in flags or shutil.which(tool) is None:
+            continue
+        try:
+            proc = subprocess.run([tool, *flags[tool]], capture_output=True, text=True, timeout=10)
+            text = (proc.stdout or proc.stderr).strip().splitlines()
+            out[tool] = text[0] if text else ""
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    from dtune import __version__
+    out["dtune"] = __version__
+    return out
+
+
+class Bench:
+    """One benchmark of one scenario; ``run()`` returns the records (also written to ``out``)."""
+
+    def __init__(self, config: BenchConfig, out: Path, *, echo: Echo = print, run_id: str | None = None,
+                 tmp: str | None = None, scenario_path: str = "") -> None:
+        self.cfg = config
+        self.out = out
+        self.echo = echo
+        self.run_id = run_id or f"b{secrets.token_hex(3)}"
+        self.tmp = tmp
+        self.scenario_path = scenario_path
+        self.records: list[RunRecord] = []
+        self.skipped: list[dict[str, str]] = []
+        self.meta: dict[str, Any] = {}
+
+    # the pieces ---------------------------------------------------------------
+
+    def available_tools(self) -> list[ToolSpec]:
+        tools = []
+        for spec in self.cfg.tools:
+            reason = peer(spec.tool).missing()
+            if reason:
+                self.echo(f"bench: skipping {spec.label}: {reason}")
+                self.skipped.append({"tool": spec.tool, "variant": spec.variant, "reason": reason})
+                continue
+            peer(spec.tool).mode(spec)  # an unknown mode is a scenario error, found before any work
+            tools.append(spec)
+        return tools
+
+    def combos(self, tools: Sequence[ToolSpec], datasets: Sequence[PreparedDataset]) -> list[Combo]:
+        out = []
+        for ds in datasets:
+            probe = Job(dataset=ds.spec.name, files=ds.files, bases=("http://x/",), listing_bases=("http://x/",),
+                        outdir="", workdir="")
+            for spec in tools:
+                if spec.datasets is not None and ds.spec.name not in spec.datasets:
+                    continue
+                reason = peer(spec.tool).unsupported(spec, probe)
+                if reason:
+                    self.echo(f"bench: not running {spec.label} on {ds.spec.name}: {reason}")
+                    self.skipped.append({"tool": spec.tool, "variant": spec.variant, "dataset": ds.spec.name,
+                                         "reason": reason})
+                    continue
+                out += [Combo(ds.spec.name, p.name, spec) for p in self.cfg.profiles]
+        # link profiles are the outer loop within a dataset, so switching links is rare
+        order = {p.name: i for i, p in enumerate(self.cfg.profiles)}
+        dorder = {d.spec.name: i for i, d in enumerate(datasets)}
+        out.sort(key=lambda c: (dorder[c.dataset], order[c.profile]))
+        return out
+
+    def prepare_datasets(self, workdir: Path) -> list[PreparedDataset]:
+        out = []
+        for spec in self.cfg.datasets:
+            root = workdir / "data" / spec.name
+            t0 = time.monotonic()
+            files = build_dataset(spec, root)
+            digests = source_digests(root, files)
+            ds = PreparedDataset(spec, root, tuple(files), digests)
+            self.echo(f"bench: dataset {spec.name}: {len(files)} files, {ds.total_bytes / 1e6:.1f} MB "
+                      f"(preset {spec.preset}, scale {spec.scale:g}) made in {time.monotonic() - t0:.1f} s")
+            out.append(ds)
+        return out
+
+    # the run ------------------------------------------------------------------
+
+    def run(self) -> list[RunRecord]:
+        cfg = self.cfg
+        self.out.mkdir(parents=True, exist_ok=True)
+        tools = self.available_tools()
+        if not tools:
+            raise DtuneError("bench: none of the scenario's tools is installed")
+        if cfg.server == "nginx" and shutil.which("nginx") is None:
+            raise DtuneError("bench: [bench] server = \"nginx\" but nginx is not installed")
+        reap_stale_workdirs(self.tmp)
+        workdir = make_workdir(self.tmp)
+        try:
+            datasets = self.prepare_datasets(workdir)
+            combos = self.combos(tools, datasets)
+            if not combos:
+                raise DtuneError("bench: nothing to run (every tool was skipped)")
+            self.meta = self._meta(datasets, tools)
+            with Testbed(cfg.scenario, run_id=self.run_id) as tb, contextlib.ExitStack() as stack:
+                servers = []
+                for i in range(len(cfg.scenario.links)):
+                    srv = make_server(cfg.server, tb, i, workdir / "data", cfg.port, workdir)
+                    stack.enter_context(srv)
+                    servers.append(srv)
+                self.echo(f"bench: testbed {tb.id} up ({tb.backend_name}); {cfg.server} serving on "
+                          + ", ".join(f"{s.addr}:{s.port}" for s in servers))
+                self._run_all(tb, servers, datasets, combos, workdir)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return self.records
+
+    def _run_all(self, tb: Testbed, servers: list[BenchServer], datasets: list[PreparedDataset],
+                 combos: list[Combo], workdir: Path) -> None:
+        by_name = {d.spec.name: d for d in datasets}
+        profiles = {p.name: p for p in self.cfg.profiles}
+        plan = schedule(combos, self.cfg.runs, lambda c: c.tool.runs)
+        current: str | None = self.cfg.profiles[0].name  # the testbed starts with the base links
+        for i, (rep, combo) in enumerate(plan):
+            if combo.profile != current:
+                self._apply_profile(tb, profiles[combo.profile])
+                current = combo.profile
+            record = self._run_one(tb, servers, by_name[combo.dataset], combo, rep, workdir / f"run-{i}")
+            self.records.append(record)
+            write_results(self.out, self.records, self.meta)
+            status = "ok" if record.verified else f"FAILED: {record.error}"
+            self.echo(f"[{i + 1}/{len(plan)}] {combo.dataset} {combo.profile} {combo.tool.label} "
+                      f"run {rep + 1}: {record.seconds:.2f} s, {record.mbps:.1f} Mbit/s, "
+                      f"cpu {record.cpu_seconds:.2f} s, {record.requests} requests, {status}")
+
+    def _apply_profile(self, tb: Testbed, profile: Profile) -> None:
+        for i, link in enumerate(profile_links(self.cfg.scenario.links, profile)):
+            tb.set_link(i, rate_mbit=link.rate_mbit, rtt_ms=link.rtt_ms, loss=link.loss,
+                        queue_kb=link.queue_bytes(self.cfg.scenario.mtu) / 1024)
+
+    def _run_one(self, tb: Testbed, servers: list[BenchServer], ds: PreparedDataset, combo: Combo, rep: int,
+                 rundir: Path) -> RunRecord:
+        spec = combo.tool
+        outdir, listdir = rundir / "out", rundir / "lists"
+        outdir.mkdir(parents=True)
+        listdir.mkdir(parents=True)
+        try:
+            job = Job(dataset=ds.spec.name, files=ds.files,
+                      bases=tuple(s.base(ds.spec.name) for s in servers),
+                      listing_bases=tuple(s.listing_base(ds.spec.name) for s in servers),
+                      outdir=str(outdir), workdir=str(listdir))
+            cmd = peer(spec.tool).command(spec, job)
+            for name, text in cmd.files.items():
+                (listdir / name).write_text(text)
+            before = [s.counters() for s in servers]
+            log = rundir / "client.log"
+            result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s)
+            expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
+            verdict = verify_output(expected, ds.digests)
+            extra = extra_files(outdir, expected.values())
+            after = [s.counters() for s in servers]
+            errors = []
+            if result.timed_out:
+                errors.append(f"timed out after {self.cfg.timeout_s:g} s")
+            elif result.exit_code != 0:
+                errors.append(f"exit code {result.exit_code}: {last_error_line(log)}")
+            if not verdict.ok:
+                errors.append(verdict.reason())
+            verified = verdict.ok and result.exit_code == 0
+            if not verified and rundir.exists():
+                self._keep_log(log, combo, rep)
+            return RunRecord(
+                scenario=self.cfg.name, dataset=ds.spec.name, link=combo.profile, tool=spec.tool,
+                variant=spec.variant, run=rep + 1, seconds=result.seconds, bytes=ds.total_bytes,
+                mbps=mbps(ds.total_bytes, result.seconds), cpu_seconds=result.cpu_seconds, verified=verified,
+                exit_code=result.exit_code, files=len(ds.files), extra_files=len(extra),
+                error="; ".join(errors), server=self.cfg.server,
+                servers=[{"requests": a.requests - b.requests, "bytes": a.bytes - b.bytes}
+                         for a, b in zip(after, before, strict=True)],
+                command=" ".join(cmd.argv))
+        finally:
+            shutil.rmtree(rundir, ignore_errors=True)
+
+    def _keep_log(self, log: Path, combo: Combo, rep: int) -> None:
+        """Copy a failed run's client output next to the results, for the post-mortem."""
+        logs = self.out / "failed-logs"
+        logs.mkdir(exist_ok=True)
+        name = f"{combo.dataset}-{combo.profile}-{combo.tool.tool}-{combo.tool.variant}-run{rep + 1}.log"
+        with contextlib.suppress(OSError):
+            shutil.copyfile(log, logs / "".join(c if c.isalnum() or c in "-_." else "_" for c in name))
+
+    def _meta(self, datasets: Sequence[PreparedDataset], tools: Sequence[ToolSpec]) -> dict[str, Any]:
+        cfg = self.cfg
+        return {
+            "scenario": cfg.name, "scenario_path": self.scenario_path, "server": cfg.server,
+            "repetitions": cfg.runs, "timeout_s": cfg.timeout_s,
+            "links": [link.describe() for link in cfg.scenario.links],
+            "client": asdict(cfg.scenario.client), "mtu": cfg.scenario.mtu,
+            "profiles": [{"name": p.name, "links": [link.describe() for link in profile_links(cfg.scenario.links, p)]}
+                         for p in cfg.profiles],
+            "datasets": [{"name": d.spec.name, "preset": d.spec.preset, "scale": d.spec.scale,
+                          "seed": d.spec.seed, "files": len(d.files), "bytes": d.total_bytes} for d in datasets],
+            "tools": [asdict(t) for t in tools],
+            "skipped": self.skipped,
+            "versions": _tool_versions([t.tool for t in tools] + [cfg.server]),
+            "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
+        }
