@@ -137,6 +137,7 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
 class Clock:
     def __init__(self) -> None:
         self.start = time.monotonic()
+        self.started_at = time.time()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
-from dtune.errors import UsageError
+from dtune.errors import DtuneError, UsageError
 from dtune.loop import run_async
 from dtune.params import EngineOptions
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
@@ -127,6 +128,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="print NDJSON events on stdout (start, progress each second, file_done, "
                           "retry, error, summary)")
     out.add_argument("--no-progress", action="store_true", help="no progress bar even on a terminal")
+    out.add_argument("--history", metavar="URL",
+                     help="transfer history database (SQLAlchemy URL or SQLite path; default "
+                          "$DTUNE_HISTORY, else ~/.local/share/dtune/history.db)")
+    out.add_argument("--no-history", action="store_true", help="do not record this transfer")
     p.set_defaults(func=run)
 
 
@@ -151,7 +156,16 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(reporter, ConsoleReporter):
             reporter.close()
     reporter.summary(result, clock.elapsed())
-    return 0 if result.ok else 1
+    status = 0 if result.ok else 1
+    if not args.no_history:
+        info = {**dataclasses.asdict(plan), "exit_status": status, "started_at": clock.started_at}
+        try:
+            from dtune.history import save_transfer
+            row = save_transfer(result, info, args.history)
+            reporter.event({"event": "history", "id": row})
+        except DtuneError as exc:
+            reporter.event({"event": "warning", "reason": f"transfer history not written: {exc}"})
+    return status
 
 
 
