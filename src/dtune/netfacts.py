@@ -59,17 +59,23 @@ def os_receive_buffer_max() -> int | None:
 
 
 async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0) -> float | None:
-    """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each)."""
+    """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each).
+
+    The connects run at once, so measuring costs one round trip, not ``samples``.
+    """
     origin, _ = split_url(url)
-    times = []
-    for _ in range(samples):
+
+    async def one() -> float | None:
         started = time.perf_counter()
         try:
             channel = await open_channel(origin, timeout=timeout)
         except HTTPError:
-            continue
-        times.append(time.perf_counter() - started)
+            return None
+        elapsed = time.perf_counter() - started
         channel.close()
+        return elapsed
+
+    times = [t for t in await asyncio.gather(*(one() for _ in range(samples))) if t is not None]
     return statistics.median(times) if times else None
 
 
