@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if isinstance(reporter, ConsoleReporter):
             reporter.close()
-    reporter.summary(result, clock.elapsed())
+    seconds = clock.elapsed()
     status = 0 if result.ok else 1
     if not args.no_history:
         info = {**dataclasses.asdict(plan), "exit_status": status, "started_at": clock.started_at}
@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
             reporter.event({"event": "history", "id": row})
         except DtuneError as exc:
             reporter.event({"event": "warning", "reason": f"transfer history not written: {exc}"})
+    reporter.summary(result, seconds)  # the last event
     return status
 
 
