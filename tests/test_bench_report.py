@@ -1,0 +1,123 @@
+"""Medians, ratio tables, CSV/JSON and plots of benchmark records (pure, no network)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from dtune.bench.report import (
+    RunRecord,
+    best_peer,
+    csv_text,
+    markdown_table,
+    mbps,
+    summarize,
+    write_plots,
+    write_results,
+)
+
+
+def rec(tool: str, variant: str, seconds: float, *, verified: bool = True, dataset: str = "html",
+        link: str = "1g-40ms", run: int = 1, nbytes: int = 100_000_000) -> RunRecord:
+    return RunRecord(scenario="s", dataset=dataset, link=link, tool=tool, variant=variant, run=run,
+                     seconds=seconds, bytes=nbytes, mbps=mbps(nbytes, seconds), cpu_seconds=seconds / 10,
+                     verified=verified, exit_code=0 if verified else 1,
+                     servers=[{"requests": 10, "bytes": nbytes}, {"requests": 2, "bytes": 0}])
+
+
+def test_mbps_is_decimal_megabits_per_second() -> None:
+    assert mbps(125_000_000, 1.0) == 1000.0
+    assert mbps(1, 0.0) == 0.0
+
+
+def test_median_is_over_verified_runs_only() -> None:
+    rows = summarize([rec("curl", "z", 1.0), rec("curl", "z", 2.0), rec("curl", "z", 4.0),
+                      rec("curl", "z", 0.01, verified=False)])
+    (row,) = rows
+    assert (row.ok, row.runs) == (3, 4)
+    assert row.seconds == 2.0 and row.mbps == pytest.approx(400.0)
+    assert row.mbps_max == pytest.approx(800.0)  # the failed 0.01 s run is not the max
+
+
+def test_ratios_are_to_the_best_peer_and_to_dtune_defaults() -> None:
+    rows = summarize([rec("dtune", "default", 2.0), rec("dtune", "fixed", 1.0),
+                      rec("aria2c", "x16", 4.0), rec("curl", "z", 8.0)])
+    by = {(r.tool, r.variant): r for r in rows}
+    assert best_peer(rows) is by[("aria2c", "x16")]
+    assert by[("dtune", "default")].vs_best_peer == pytest.approx(2.0)
+    assert by[("dtune", "fixed")].vs_best_peer == pytest.approx(4.0)
+    assert by[("aria2c", "x16")].vs_best_peer == pytest.approx(1.0)
+    assert by[("curl", "z")].vs_best_peer == pytest.approx(0.5)
+    assert by[("curl", "z")].vs_dtune_default == pytest.approx(0.25)
+    assert by[("dtune", "fixed")].vs_dtune_default == pytest.approx(2.0)
+
+
+def test_dtune_is_never_its_own_best_peer() -> None:
+    rows = summarize([rec("dtune", "default", 1.0), rec("dtune", "fast", 0.5)])
+    assert best_peer(rows) is None
+    assert all(r.vs_best_peer is None for r in rows)
+
+
+def test_ratios_stay_within_one_dataset_and_link() -> None:
+    rows = summarize([rec("dtune", "default", 1.0, dataset="a"), rec("curl", "z", 2.0, dataset="a"),
+                      rec("dtune", "default", 1.0, dataset="b"), rec("curl", "z", 8.0, dataset="b"),
+                      rec("curl", "z", 1.0, dataset="a", link="lan")])
+    by = {(r.dataset, r.link, r.tool): r for r in rows}
+    assert by[("a", "1g-40ms", "dtune")].vs_best_peer == pytest.approx(2.0)
+    assert by[("b", "1g-40ms", "dtune")].vs_best_peer == pytest.approx(8.0)
+    assert by[("a", "lan", "curl")].vs_dtune_default is None  # no dtune on that link
+
+
+def test_a_row_with_no_verified_run_has_no_numbers_and_no_ratio() -> None:
+    rows = summarize([rec("dtune", "default", 1.0), rec("wget", "seq", 1.0, verified=False)])
+    wget = rows[1]
+    assert (wget.ok, wget.mbps, wget.vs_best_peer) == (0, None, None)
+    assert rows[0].vs_best_peer is None  # the only peer failed
+    table = markdown_table(rows)
+    assert "| wget | seq | 0/1 | — |" in table
+    assert "best peer none (no peer verified)" in table
+    assert "failed runs (excluded from medians): wget seq (1 of 1)" in table
+
+
+def test_rows_keep_the_order_of_first_appearance() -> None:
+    rows = summarize([rec("dtune", "default", 1.0, dataset="b"), rec("curl", "z", 1.0, dataset="a"),
+                      rec("aria2c", "x", 1.0, dataset="b")])
+    assert [(r.dataset, r.tool) for r in rows] == [("b", "dtune"), ("b", "aria2c"), ("a", "curl")]
+
+
+def test_markdown_table_has_one_line_per_row_and_the_ratios() -> None:
+    rows = summarize([rec("dtune", "default", 1.0), rec("aria2c", "x16", 2.0)])
+    lines = markdown_table(rows).splitlines()
+    assert lines[0].startswith("| dataset | link | tool |") and lines[1].startswith("|---|")
+    assert lines[2] == ("| html | 1g-40ms | dtune | default | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
+                        "| 2.00× | 1.00× |")
+    assert "best peer aria2c x16 (400.0 Mbit/s)" in lines[-1]
+
+
+def test_csv_has_the_required_columns_and_per_server_counts(tmp_path: Path) -> None:
+    records = [rec("dtune", "default", 1.0), rec("curl", "z", 2.0, verified=False)]
+    rows = list(csv.DictReader(csv_text(records).splitlines()))
+    for col in ("scenario", "dataset", "link", "tool", "variant", "run", "seconds", "bytes", "mbps",
+                "cpu_seconds", "verified", "srv1_requests", "srv1_bytes", "srv2_requests", "srv2_bytes"):
+        assert col in rows[0]
+    assert [r["verified"] for r in rows] == ["true", "false"]
+    assert rows[0]["srv1_requests"] == "10" and rows[0]["requests"] == "12"
+
+
+def test_write_results_writes_csv_and_json(tmp_path: Path) -> None:
+    write_results(tmp_path, [rec("dtune", "default", 1.0)], {"scenario": "s"})
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["scenario"] == "s" and data["runs"][0]["tool"] == "dtune"
+    assert (tmp_path / "results.csv").read_text().startswith("scenario,")
+
+
+def test_plots_are_png_files_per_dataset(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    rows = summarize([rec("dtune", "default", 1.0, dataset="a b"), rec("curl", "z", 2.0, dataset="a b"),
+                      rec("curl", "z", 2.0, dataset="c", link="x"), rec("curl", "z", 3.0, dataset="c")])
+    paths = write_plots(tmp_path, rows, "t")
+    assert [p.name for p in paths] == ["plot-a_b.png", "plot-c.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
