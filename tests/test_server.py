@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dtune.server import ServerConfig, ServerThread
+from dtune.server import ServerConfig, ServerThread, protocol
 
 SMALL = os.urandom(1000)
 BIG = os.urandom(3 * 1024 * 1024 + 17)  # past inline_body_max: goes out with sendfile
@@ -472,6 +472,29 @@ def test_stats_counts_requests_bytes_and_statuses(server: ServerThread) -> None:
     for code, n in (("200", 1), ("206", 1), ("404", 1)):
         assert after["responses"].get(code, 0) - before["responses"].get(code, 0) == n
     assert after["connections"] >= before["connections"] >= 1
+
+
+def test_a_bug_in_one_answer_costs_one_connection_not_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    srv = start(make_tree(tmp_path))
+    try:
+        def broken(name: str) -> str:
+            raise KeyError(name)
+
+        monkeypatch.setattr(protocol, "content_type", broken)
+        c = Client(srv.port)
+        c.send(req("/small.bin"))
+        assert c.is_closed_by_server()
+        c.close()
+        monkeypatch.undo()
+        c = Client(srv.port)
+        assert c.request("/small.bin").body == SMALL
+        c.close()
+    finally:
+        srv.stop()
+    err = capsys.readouterr().err
+    assert "error while answering a request: KeyError" in err and "Traceback" not in err
 
 
 # -- deadlines and connection limit (own servers with short timeouts) -----------------------------

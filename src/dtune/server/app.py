@@ -187,6 +187,11 @@ class FileServer:
             except (OSError, ValueError):
                 pass
 
+    def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """Event-loop exception handler for loops the server owns: one line, no traceback."""
+        exc = context.get("exception")
+        self.internal_error(str(context.get("message", "event loop callback")), exc or RuntimeError("-"))
+
     def internal_error(self, what: str, exc: BaseException) -> None:
         """A server bug or OS failure: one line on stderr, never a traceback; the server carries on."""
         self.stats.internal_errors += 1
@@ -230,11 +235,29 @@ def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None
     return uvloop.new_event_loop
 
 
+def raise_open_file_limit(max_connections: int) -> None:
+    """Lift the soft RLIMIT_NOFILE towards the hard limit: a connection can hold three descriptors
+    (socket, open file, and the socket's dup during a waiting sendfile)."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 3 * max_connections + 64
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        except (ValueError, OSError):
+            pass
+
+
 async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     server = FileServer(config)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(server.loop_exception)
     await server.start()
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -254,6 +277,7 @@ async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServ
 
 def run(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     """Serve until SIGINT or SIGTERM (exit code 0); ``announce`` is called once listening."""
+    raise_open_file_limit(config.max_connections)
     with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
         return runner.run(_serve_until_signal(config, announce))
 
@@ -297,6 +321,7 @@ class ServerThread:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         self.server = FileServer(self.config)
+        self._loop.set_exception_handler(self.server.loop_exception)
         await self.server.start()
         self._ready.set()
         try:
