@@ -221,6 +221,41 @@ def test_apply_before_run_and_with_unchanged_params_is_harmless(server: FakeServ
     assert [e for e in run.events if e["event"] == "params"] == []
 
 
+def test_apply_cc_zero_pauses_the_transfer_and_a_positive_cc_resumes_it(
+        server: FakeServer, tmp_path: Path) -> None:
+    for i in range(4):
+        server.files[f"/p/{i}"] = blob(100 * KIB)
+    paused: dict[str, int] = {}
+
+    async def during(engine: Engine) -> None:
+        await asyncio.sleep(0.3)
+        paused["requests"] = len(server.requests)
+        paused["lanes"] = live_lanes(engine)
+        engine.apply(Params(cc=2, p=1, pp=2), reason="test: resume")
+
+    run = fetch(server, tmp_path, [spec(server, p) for p in server.files], Params(cc=0, p=1, pp=2),
+                during=during)
+    assert paused == {"requests": 0, "lanes": 0}
+    assert run.result.ok, run.result.failed
+    assert_exact(run, server, *server.files)
+
+
+@pytest.mark.parametrize(("announced", "actual"), [(2 * MIB, MIB), (MIB, 2 * MIB), (1000, 999)],
+                         ids=["shrunk-large", "grown-large", "shrunk-small"])
+def test_a_file_whose_size_differs_from_the_listing_fails_at_once_naming_the_file(
+        server: FakeServer, tmp_path: Path, announced: int, actual: int) -> None:
+    server.files["/resized.bin"] = blob(actual)
+    server.files["/ok.bin"] = blob(1000)
+    run = fetch(server, tmp_path, [FileSpec(server.url("/resized.bin"), "resized.bin", announced),
+                                   spec(server, "/ok.bin")], Params(2, 2, 2))
+    assert run.status("resized.bin") == "failed" and run.status("ok.bin") == "done"
+    error = run.error("resized.bin")
+    assert error.startswith("resized.bin") and ("size" in error or "416" in error), error
+    assert "retries" not in error                            # permanent: no retry spent on it
+    assert run.result.snapshot is not None and run.result.snapshot.retries == 0
+    assert not (run.out / "resized.bin").exists()
+
+
 # -- servers that bend the rules --------------------------------------------------------------------
 
 def test_server_ignoring_range_still_gives_an_exact_file_over_one_stream(
@@ -325,7 +360,8 @@ def test_retry_after_is_honoured_before_asking_again(server: FakeServer, tmp_pat
     assert run.result.ok, run.result.failed
     assert_exact(run, server, "/busy.bin")
     first, second = server.gets("/busy.bin")
-    assert second.at - first.at >= 1.0, "asked again before Retry-After passed"
+    # (uvloop's clock and timers tick in milliseconds: allow 2 ms of rounding)
+    assert second.at - first.at >= 1.0 - 0.002, "asked again before Retry-After passed"
     retries = [e for e in run.events if e["event"] == "retry"]
     assert len(retries) == 1 and retries[0]["delay"] == 1.0 and str(status) in retries[0]["reason"]
 
