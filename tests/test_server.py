@@ -209,6 +209,15 @@ def test_if_none_match_gives_304(client: Client) -> None:
     assert r.status == 304 and r.body == b"" and r["ETag"] == etag
 
 
+@pytest.mark.parametrize(("path", "expected"), [
+    (b"page.html", "text/html"), (b"sub/A.JSON", "application/json"), (b"x.tar.gz", "application/octet-stream"),  # stored bytes, never a Content-Encoding
+    (b"dir.v1/file", "application/octet-stream"), (b".bashrc", "application/octet-stream"),
+    (b"noext", "application/octet-stream"), (b"data.weird-ext", "application/octet-stream"),
+])
+def test_content_type_comes_from_the_extension(path: bytes, expected: str) -> None:
+    assert protocol.content_type(path) == expected
+
+
 # -- connections: keep-alive, pipelining, HTTP/1.0 -----------------------------------
 
 
@@ -479,7 +488,7 @@ def test_a_bug_in_one_answer_costs_one_connection_not_the_server(
 ) -> None:
     srv = start(make_tree(tmp_path))
     try:
-        def broken(name: str) -> str:
+        def broken(name: bytes) -> str:
             raise KeyError(name)
 
         monkeypatch.setattr(protocol, "content_type", broken)

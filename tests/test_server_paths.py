@@ -21,6 +21,9 @@ SPLIT_TABLE = [
     (b"/a%2fb", ("a", "b"), False),  # an encoded slash separates like a slash
     (b"/%252e%252e/x", ("%2e%2e", "x"), False),  # decoded once: a literal name, not '..'
     (b"/...", ("...",), False),
+    (b"/.hidden", (".hidden",), False),
+    (b"/a/.b/", ("a", ".b"), True),
+    (b"/a/b/", ("a", "b"), True),
     (b"/..a", ("..a",), False),
     (b"/%ff", (os.fsdecode(b"\xff"),), False),  # not UTF-8: kept as its bytes
 ]

@@ -52,11 +52,15 @@ class PathRejected(Exception):
 
 
 class Target(NamedTuple):
-    """A decoded request path: its ``segments``, whether it ended with '/', and the relative path as bytes."""
+    """A decoded request path: relative to the served directory (``b"."`` for itself), and whether it ended with '/'."""
 
-    segments: tuple[str, ...]
+    relbytes: bytes
     trailing_slash: bool
-    relbytes: bytes = b"."
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """The path's names, decoded with the file-system encoding."""
+        return () if self.relbytes == b"." else tuple(os.fsdecode(self.relbytes).split("/"))
 
     @property
     def relpath(self) -> str:
@@ -85,6 +89,11 @@ def split_target(raw_path: bytes) -> Target:
     """
     if raw_path[:1] != b"/":
         raise PathRejected(400, "request path must start with '/'")
+    if (b"%" not in raw_path and b"/." not in raw_path and b"//" not in raw_path
+            and b"\\" not in raw_path and b"\x00" not in raw_path):  # nothing to decode or clean
+        if raw_path[-1:] == b"/":
+            return Target(raw_path[1:-1] or b".", True)
+        return Target(raw_path[1:], False)
     decoded = unquote_to_bytes(raw_path) if b"%" in raw_path else raw_path
     if b"\x00" in decoded:
         raise PathRejected(400, "NUL byte in path")
@@ -97,9 +106,8 @@ def split_target(raw_path: bytes) -> Target:
     if b"" in parts or b"." in parts:
         parts = [p for p in parts if p and p != b"."]
     if not parts:
-        return Target((), True, b".")
-    rel = b"/".join(parts)
-    return Target(tuple(os.fsdecode(rel).split("/")), decoded[-1:] == b"/", rel)
+        return Target(b".", True)
+    return Target(b"/".join(parts), decoded[-1:] == b"/")
 
 
 class _OpenHow(ctypes.Structure):

@@ -65,18 +65,18 @@ REASONS = {
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
 }
 SERVER_NAME = f"dtune/{__version__}"
-_MIME: dict[str, str] = {}
+_MIME: dict[bytes, str] = {}
 _QUERY_SAFE = "/?&=;:@!$'()*+,%~-._"  # a query copied into Location stays printable ASCII
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
 
 
-def content_type(name: str) -> str:
-    """MIME type from the file name's extension (cached per extension; it cannot go stale)."""
-    dot = name.rfind(".")
-    ext = name[dot:].lower() if dot > 0 else ""
+def content_type(path: bytes) -> str:
+    """MIME type from the extension of a file path (cached per extension; it cannot go stale)."""
+    dot = path.rfind(b".")
+    ext = path[dot:].lower() if dot > path.rfind(b"/") + 1 else b""
     found = _MIME.get(ext)
     if found is None:
-        guessed = mimetypes.guess_type("f" + ext, strict=False)[0] if ext else None
+        guessed = mimetypes.guess_type("f" + ext.decode("latin-1"), strict=False)[0] if ext else None
         found = guessed or "application/octet-stream"
         if len(_MIME) < 1024:
             _MIME[ext] = found
@@ -449,9 +449,9 @@ class HttpConnection(asyncio.Protocol):
             os.close(fd)
             self._simple(req, 404)
             return None
-        return self._file(req, is_get, fd, st, target.segments[-1])
+        return self._file(req, is_get, fd, st, target.relbytes)
 
-    def _file(self, req: _Request, is_get: bool, fd: int, st: os.stat_result, name: str):  # type: ignore[no-untyped-def]
+    def _file(self, req: _Request, is_get: bool, fd: int, st: os.stat_result, name: bytes):  # type: ignore[no-untyped-def]
         size = st.st_size
         mtime = int(st.st_mtime)
         etag = etag_for(size, st.st_mtime_ns)
@@ -611,7 +611,7 @@ class HttpConnection(asyncio.Protocol):
                 body = await self._loop.run_in_executor(None, self._srv.manifest, real, base)
                 ctype = "application/json"
             else:
-                body = await self._loop.run_in_executor(None, self._srv.listing, real, base, not target.segments)
+                body = await self._loop.run_in_executor(None, self._srv.listing, real, base, target.relbytes == b".")
                 ctype = "text/html; charset=utf-8"
         except PermissionError:
             self._simple(req, 403)
