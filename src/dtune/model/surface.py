@@ -84,9 +84,10 @@ class Surface:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Outcome at each row of ``x`` (n × len(columns), in ``columns`` order)."""
-        x = np.asarray(x, dtype=float).reshape(-1, len(self.columns))
+        x = np.asarray(x, dtype=float)
         if not self.columns or self.coef.size == 0:
-            return np.full(x.shape[0], self.intercept)
+            return np.full(x.shape[0] if x.ndim == 2 else 1, self.intercept)
+        x = x.reshape(-1, len(self.columns))
         z = (x - self.mean) / self.scale
         top = int(self.powers.max()) if self.powers.size else 0
         pw = [z ** k for k in range(top + 1)]                 # pw[k][:, i] = z_i ** k
