@@ -226,7 +226,7 @@ def test_broken_responses_become_a_protocol_error(data: bytes, why: str) -> None
     in_memory(check)
 
 
-def test_a_response_nobody_asked_for_is_a_protocol_error() -> None:
+def test_a_response_nobody_asked_for_drops_the_connection() -> None:
     def check(ch: Channel, tr: MemoryTransport) -> None:
         a = Recorder()
         ch.send(a)
