@@ -168,12 +168,6 @@ def test_a_close_delimited_body_ends_at_eof_in_memory() -> None:
     in_memory(check)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a request pipelined behind an HTTP/1.0 close-delimited response is blamed for the close: "
-    "Channel.connection_lost (http/channel.py) completes the response on EOF, then _fail_all hands "
-    "the next request a ConnectionClosed without innocent=True, while after a 'Connection: close' "
-    "response (on_message_complete) the same request is innocent; the engine then counts a retry "
-    "and a backoff for every request queued behind an HTTP/1.0 answer"))
 def test_requests_queued_behind_a_close_delimited_response_fail_innocently() -> None:
     def check(ch: Channel, tr: MemoryTransport) -> None:
         a, b = Recorder(), Recorder()

@@ -376,12 +376,6 @@ def test_503_several_times_then_success_counts_retries(server: FakeServer, tmp_p
     assert run.result.snapshot is not None and run.result.snapshot.retries == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "on uvloop a short backoff still often waits for the next 1 s tick: Engine._job_failed sets "
-    "FileState.not_before = now + delay and loop.call_later(delay, _wake_partition), but uvloop "
-    "timers have millisecond granularity and fire up to 1 ms before loop.time() reaches not_before; "
-    "_next_job then sees 'f.not_before > now', the lane goes idle and only Engine._ticker (once a "
-    "second) wakes it: four 15 ms backoffs take 1-4 s instead of ~60 ms"))
 def test_short_backoffs_are_not_rounded_up_to_the_one_second_tick(
         server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core.random, "uniform", lambda a, b: 1.0)   # no jitter: delay is exactly 15.1 ms
@@ -508,12 +502,6 @@ def test_http10_close_delimited_bodies_arrive_exact(server: FakeServer, tmp_path
     assert_each_byte_sent_once(server, "/old.bin")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "requests pipelined behind an HTTP/1.0 (close-delimited, no keep-alive) response are blamed for "
-    "the close: Channel.connection_lost (http/channel.py) completes the close-delimited response, then "
-    "_fail_all gives the next request a non-innocent ConnectionClosed, so each counts as a retry with "
-    "backoff (a 700 KiB file with p=2 pp=2 takes ~4 s and 8 retries); after a 'Connection: close' "
-    "response the same requests are innocent"))
 def test_requests_queued_behind_an_http10_response_are_retried_without_penalty(
         server: FakeServer, tmp_path: Path) -> None:
     server.files["/old.bin"] = blob(700 * KIB)

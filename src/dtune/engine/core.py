@@ -68,6 +68,7 @@ from dtune.params import EngineOptions, Params
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
+TIMER_SLACK = 0.005         # seconds added to wake-up timers (uvloop fires up to 1 ms early)
 
 EventSink = Callable[[dict], None]
 
@@ -800,7 +801,9 @@ class Engine:
             return
         delay = self._backoff(f.failures, getattr(exc, "retry_after", None))
         f.not_before = self.now() + delay
-        self._loop.call_later(delay, self._wake_partition, f)  # not just at the next 1 s tick
+        # wake the lanes when the backoff ends (not at the next 1 s tick); uvloop may fire a
+        # timer up to a millisecond early, so aim a little late
+        self._loop.call_later(delay + TIMER_SLACK, self._wake_partition, f)
         self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
         if f.group is None or f.group.retiring:
             f.group = None

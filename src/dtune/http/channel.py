@@ -129,14 +129,17 @@ class Channel(asyncio.Protocol):
         return None  # let the transport close; connection_lost finishes the job
 
     def connection_lost(self, exc: Exception | None) -> None:
+        ended_by_eof = False
         if self._current is not None and self._close_delimited:
             # HTTP/1.0-style body: EOF is the end of the message.
             current, self._current = self._current, None
             self._fifo.popleft()
             current.on_complete()
+            ended_by_eof = True
         self._closing = True
         reason = f"{self.origin}: connection lost" + (f" ({exc})" if exc else "")
-        self._fail_all(ConnectionClosed(reason))
+        # after a body that ends at EOF, the requests behind it were simply never answered
+        self._fail_all(ConnectionClosed(reason, innocent=ended_by_eof))
         if not self.closed.done():
             self.closed.set_result(None)
 
