@@ -33,13 +33,14 @@ WAN10G = dict(bw=1.25e9, bdp=42.5e6, buf=32 * 1024 * 1024)
 
 
 @pytest.mark.parametrize("net, avg, count, max_cc, want", [
-    # fill=50, pFill=10, pBuf=1 → cc=min(50,3000,16), pp=50, p=1
+    # (pFill divides by the window a stream gets: 0.7 × buf)
+    # fill=50, pFill=ceil(5e6/367002)=14, pBuf=1 → cc=min(50,3000,16), pp=50, p=1
     (WAN1G, 100_000, 3000, 16, (16, 1, 50)),
-    # fill=round(2.08)=2, pBuf=ceil(4.58)=5 → cc=2, p=min(10,5)=5, pp=2
+    # fill=round(2.08)=2, pBuf=ceil(4.58)=5 → cc=2, p=min(14,5)=5, pp=2
     (WAN1G, 2_400_000, 500, 16, (2, 5, 2)),
-    # one 300 MB file: fill=0 → cc=min(2,1)=1, pp floored to 1, p=min(10, 573)=10
-    (WAN1G, 300_000_000, 1, 16, (1, 10, 1)),
-    # fill=round(21.25)=21, pFill=ceil(1.27)=2, pBuf=1 → cc=21, p=1, pp=21
+    # one 300 MB file: fill=0 → cc=min(2,1)=1, pp floored to 1, p=min(14, 573)=14
+    (WAN1G, 300_000_000, 1, 16, (1, 14, 1)),
+    # fill=round(21.25)=21, pFill=ceil(42.5e6/23488102)=2, pBuf=1 → cc=21, p=1, pp=21
     (WAN10G, 2_000_000, 1000, 32, (21, 1, 21)),
     # 5 GB files: fill=0 → cc=2, p=min(2, 150)=2, pp=1
     (WAN10G, 5_000_000_000, 10, 32, (2, 2, 1)),
@@ -49,6 +50,13 @@ WAN10G = dict(bw=1.25e9, bdp=42.5e6, buf=32 * 1024 * 1024)
 def test_algorithm1_matches_hand_computed_table(net, avg, count, max_cc, want):
     got = find_optimal_parameters(avg, count, net["bdp"], net["buf"], max_cc)
     assert (got.cc, got.p, got.pp) == want
+
+
+def test_algorithm1_with_the_papers_exact_formula():
+    paper = HeuristicConstants(window_fraction=1.0)
+    # one 300 MB file on 1 Gbit/s · 40 ms · 512 KiB: pFill = ceil(5e6 / 524288) = 10
+    got = find_optimal_parameters(300_000_000, 1, WAN1G["bdp"], WAN1G["buf"], 16, paper)
+    assert (got.cc, got.p, got.pp) == (1, 10, 1)
 
 
 @pytest.mark.parametrize("size, parts, want", [
@@ -186,7 +194,8 @@ def test_sc_runs_partitions_one_after_another():
     finished = _snap({SMALL: (30_000_000, 30_000_000, 300, 300), LARGE: (0, 600_000_000, 6, 0)})
     decision = tuner.update(2.0, finished)
     assert decision.params[SMALL].cc == 0
-    assert decision.params[LARGE].cc == 2 and decision.params[LARGE].p == 10
+    assert decision.params[LARGE].cc == 2 and decision.params[LARGE].p == 14
+    assert decision.params[LARGE].pp == 2  # split files keep two ranges in flight per connection
 
 
 def test_mc_and_promc_split_max_cc_and_respect_explicit_values():

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,18 +74,15 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     return tuner, tplan, (facts if tuner.needs_facts else None)
 
 
-async def _drive(tuner: Tuner, engine: Engine, done: asyncio.Task, samples: list[dict]) -> None:
-    """Feed the tuner snapshots, apply what it decides, and keep per-second samples."""
-    while not done.done():
-        await asyncio.sleep(tuner.interval)
-        if engine.acct is None:
-            continue
-        snap = engine.snapshot()
+def _driver(tuner: Tuner, engine: Engine, samples: list[dict]) -> Callable[[Snapshot], None]:
+    """Each second: keep a sample, feed the tuner, apply what it decides."""
+    def on_tick(snap: Snapshot) -> None:
         samples.append({"t": round(snap.elapsed, 3), "bytes": snap.bytes, "rate_mbps": round(snap.mbps, 3),
                         "params": {n: p.params.as_dict() for n, p in engine.partitions.items()}})
         decision = tuner.update(engine.now(), snap)
         if decision is not None:
             engine.apply(decision.params, reason=decision.reason)
+    return on_tick
 
 
 def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:
@@ -131,18 +126,11 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     engine.range_policy = tplan.range_policy
     if on_engine is not None:
         on_engine(engine)
-    task = asyncio.create_task(engine.run())
     samples: list[dict] = []
-    helpers = [asyncio.create_task(_drive(tuner, engine, task, samples))]
+    engine.tick_listeners.append(_driver(tuner, engine, samples))
     if on_progress is not None:
-        helpers.append(asyncio.create_task(_report(engine, task, on_progress)))
-    try:
-        result = await task
-    finally:
-        for helper in helpers:
-            helper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await helper
+        engine.tick_listeners.append(on_progress)
+    result = await engine.run()
     result.samples = samples
     result.tuning = {"tuner": tuner.label, "settings": tuner.get_params(),
                      "facts": facts.as_dict() if facts else None,
@@ -159,9 +147,3 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
                                                f"{spec.relpath}: refused (unsafe output path)"))
     return result
 
-
-async def _report(engine: Engine, task: asyncio.Task, on_progress: Callable[[Snapshot], None]) -> None:
-    while not task.done():
-        await asyncio.sleep(1.0)
-        if engine.acct is not None:
-            on_progress(engine.snapshot())

@@ -411,6 +411,9 @@ class Engine:
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
+        # called once a second, right after the accounting tick, with a fresh snapshot
+        # (progress display, tuners): they see rates that include the last second
+        self.tick_listeners: list[Callable[[Snapshot], None]] = []
         # multi-source: per-replica health, and the range-size policy (None = taper rule)
         self.range_policy: RangePolicy | None = None
         self._replica_count = max((len(f.sources) for f in self.files), default=1)
@@ -444,6 +447,7 @@ class Engine:
     async def run(self) -> TransferResult:
         self._loop = asyncio.get_running_loop()
         self.acct = acct = Accounting(start=self.now())
+        acct.tick(self.now())  # rates start from zero bytes at the start, not at the first tick
         self._finished = asyncio.Event()
         await self._prepare()
         self._emit("start", files=len(self.files), bytes=acct.bytes_total,
@@ -945,6 +949,10 @@ class Engine:
             await asyncio.sleep(1.0)
             now = self.now()
             self.acct.tick(now)
+            if self.tick_listeners:
+                snap = self.acct.snapshot(now)
+                for listener in list(self.tick_listeners):
+                    listener(snap)
             self._check_stalls(now)
             for lane in list(self._idle):
                 lane.wake.set()  # backoffs may have expired

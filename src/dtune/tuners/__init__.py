@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from dtune.accounting import Snapshot
 from dtune.engine.core import RangePolicy
 from dtune.netfacts import NetworkFacts
-from dtune.params import Params, default_params
+from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params, default_params
 from dtune.tuners.heuristic import (
     EtaTracker,
     HeuristicConstants,
@@ -202,7 +202,10 @@ class HeuristicTuner(Tuner):
 
     def _params_for(self, name: str, cc: int) -> Params:
         a = self.alg1_[name]
-        params = self._fix(Params(cc=cc, p=a.p, pp=a.pp))
+        pp = a.pp
+        if self.parts_[name].avg > DEFAULT_SPLIT_THRESHOLD:  # its files travel as several ranges
+            pp = max(pp, self.constants.range_pipeline)
+        params = self._fix(Params(cc=cc, p=a.p, pp=pp))
         if self.replicas_ > 1:
             per = max(1, math.ceil(params.p / self.replicas_))
             params = params.spread([per] * self.replicas_)

@@ -38,6 +38,11 @@ class HeuristicConstants:
     ewma_old: float = 0.6                # thr = 0.6·thr + 0.4·inst
     periods_to_move: int = 3             # the same (slow, fast) pair for 3 periods …
     move_ratio: float = 2.0              # … and slow' >= 2·fast' moves one channel
+    # dtune's refinements of Algorithm 1 (set window_fraction=1, range_pipeline=1 for the paper's):
+    window_fraction: float = 0.7         # a stream's window is ~0.7 × the receive buffer (Linux ≥ 6.6
+                                         # advertises rmem × its scaling ratio, measured 0.69 here)
+    range_pipeline: int = 2              # files split into ranges keep ≥ 2 requests per connection,
+                                         # so no stream idles a round trip between two ranges
 
     def delta_of(self, name: str) -> float:
         return dict(self.delta)[name]
@@ -121,15 +126,17 @@ def find_optimal_parameters(avg_size: float, count: int, bdp: float, buf: float,
     """Algorithm 1 of the paper::
 
         fill  = round(BDP / avgFileSize)
-        pFill = ceil(BDP / buf);  pBuf = ceil(avgFileSize / buf)
+        pFill = ceil(BDP / (buf·window_fraction));  pBuf = ceil(avgFileSize / buf)
         cc = min(max(fill, 2), fileCount, maxCC)
         pp = min(fill, 100);      p = max(min(pFill, pBuf), 1)
 
-    ``pp`` is at least 1 here (a request must be sent at all).
+    ``pp`` is at least 1 here (a request must be sent at all). The paper
+    divides by ``buf``; dtune divides by the window a stream really gets
+    (``window_fraction`` × buf, see ``HeuristicConstants``).
     """
     avg = max(avg_size, 1.0)
     fill = round(bdp / avg)
-    p_fill = math.ceil(bdp / buf)
+    p_fill = math.ceil(bdp / (buf * k.window_fraction))
     p_buf = math.ceil(avg / buf)
     cc = min(max(fill, k.cc_min), max(count, 1), max_cc)
     pp = max(1, min(fill, k.pp_max))
