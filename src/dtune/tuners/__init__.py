@@ -2,7 +2,8 @@
 
 A tuner never touches a socket. ``plan()`` gets the file sizes and the
 network facts and returns the partitions and their first parameters;
-``update(now, snapshot)`` gets the engine's accounting snapshot and returns
+``update(now, snapshot)`` — called once a second, right after the engine's
+accounting tick — gets the snapshot and returns
 new parameters (with the reason) or None. ``transfer()`` applies them.
 
 Like scikit-learn estimators: ``__init__`` stores settings unchanged,
@@ -53,7 +54,6 @@ class Decision:
 class Tuner:
     name = "tuner"
     label = "tuner"
-    interval = 1.0  # how often update() wants to be called (seconds)
     needs_facts = False  # whether plan() uses measured network facts
 
     def __init__(self, *, fixed: dict[str, int] | None = None) -> None:
