@@ -52,7 +52,7 @@ from typing import Protocol
 
 from dtune.accounting import Accounting, Meter, Snapshot
 from dtune.dataset import FileSpec
-from dtune.engine.files import FileState, disk_error
+from dtune.engine.files import FileState, commit_batch, disk_error
 from dtune.engine.ranges import next_range_size
 from dtune.errors import DiskError, DtuneError, HTTPError, ProtocolError
 from dtune.http.channel import Channel, open_channel
@@ -68,6 +68,7 @@ from dtune.params import EngineOptions, Params
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
+COMMIT_BATCH = 256          # files verified and synced together (one syncfs)
 TIMER_SLACK = 0.005         # seconds added to wake-up timers (uvloop fires up to 1 ms early)
 
 EventSink = Callable[[dict], None]
@@ -407,7 +408,8 @@ class Engine:
         self._lane_ids = 0
         self._group_ids = 0
         self._finished: asyncio.Event | None = None
-        self._pending_commits: set[asyncio.Task] = set()
+        self._commit_queue: list[FileState] = []
+        self._commit_wake = asyncio.Event()
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
@@ -454,17 +456,17 @@ class Engine:
                    bytes_resumed=acct.bytes_resumed,
                    params={n: p.params.as_dict() for n, p in self.partitions.items()})
         ticker = asyncio.create_task(self._ticker())
+        committer = asyncio.create_task(self._committer())
         try:
             if self._remaining:
                 for part in self.partitions.values():
                     self._reshape(part)
                 await self._finished.wait()
-            if self._pending_commits:
-                await asyncio.gather(*self._pending_commits)
             if self._fatal is not None:
                 raise self._fatal
         finally:
             ticker.cancel()
+            committer.cancel()
             await self._shutdown()
         acct.tick(self.now())
         result = TransferResult(snapshot=self.snapshot())
@@ -499,6 +501,8 @@ class Engine:
             if state == "resume":
                 acct.bytes_resumed += f.resumed
                 totals[3] += f.resumed
+            else:
+                f.journaled = f.size is None or f.size > self.options.split_threshold
             f.plan()
             self._remaining += 1
             self.partitions[f.partition].queue.append(f)
@@ -822,6 +826,8 @@ class Engine:
 
     def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
         f.size = size
+        if not f.done:
+            f.journaled = size > self.options.split_threshold
         f.unassigned = f.done.complement(size)
         if job.end is not None:
             f.unassigned.remove(job.start, job.end)
@@ -906,14 +912,25 @@ class Engine:
         self._file_finished()
 
     def _commit(self, f: FileState) -> None:
+        """Queue a complete file for verification, fsync and rename (in a worker thread)."""
         f.status = "verifying"
         self._detach(f)
-        task = asyncio.create_task(self._commit_task(f))
-        self._pending_commits.add(task)
-        task.add_done_callback(self._pending_commits.discard)
+        self._commit_queue.append(f)
+        self._commit_wake.set()
 
-    async def _commit_task(self, f: FileState) -> None:
-        error = await asyncio.to_thread(f.commit)
+    async def _committer(self) -> None:
+        """Commits in batches: files that complete while one batch syncs form the next."""
+        while True:
+            await self._commit_wake.wait()
+            self._commit_wake.clear()
+            while self._commit_queue:
+                batch = self._commit_queue[:COMMIT_BATCH]
+                del self._commit_queue[:COMMIT_BATCH]
+                errors = await asyncio.to_thread(commit_batch, batch)
+                for f, error in zip(batch, errors, strict=True):
+                    self._committed(f, error)
+
+    def _committed(self, f: FileState, error: str | None) -> None:
         if error is not None:
             f.status = "active"  # so that _fail_file records it
             self._fail_file(f, error)
