@@ -90,6 +90,8 @@ class Snapshot:
     rtt: float | None          # seconds, median of recent connect times
     partitions: dict[str, PartitionView] = field(default_factory=dict)
     sources: dict[str, SourceView] = field(default_factory=dict)
+    # energy so far, when a meter runs: {"joules", "watts", "kind": "measured"|"estimated"}
+    energy: dict | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from dtune.engine import Engine, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.http.client import Fetcher
 from dtune.netfacts import NetworkFacts, gather_facts
-from dtune.params import EngineOptions
+from dtune.params import EngineOptions, Params
 from dtune.tuners import Tuner, TunerPlan, make_tuner
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
@@ -45,6 +46,8 @@ class TransferPlan:
     bandwidth: float | None = None     # bytes/s, when the user gives it
     tcp_buffer: int | None = None      # bytes, when the user gives it
     rtt: float | None = None           # seconds, when the user gives it
+    energy: bool = True                # meter the transfer's energy (RAPL, else a CPU-time estimate)
+    energy_baseline: float = 1.0       # seconds of idle power measured first (RAPL only)
 
     def fixed(self) -> dict[str, int]:
         """The parameters the user set explicitly: no tuner may change them."""
@@ -74,15 +77,73 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     return tuner, tplan, (facts if tuner.needs_facts else None)
 
 
-def _driver(tuner: Tuner, engine: Engine, samples: list[dict]) -> Callable[[Snapshot], None]:
-    """Each second: keep a sample, feed the tuner, apply what it decides."""
+class KernelKnobs:
+    """Applies the process-wide cpu_num / cpu_freq a tuner asks for, and says what held.
+
+    A knob that cannot be turned here is reported once and recorded as not
+    applied: the parameters handed to the engine (and so to the history)
+    carry None for it, never a value that was not in force.
+    """
+
+    def __init__(self, emit: EventSink) -> None:
+        self.emit = emit
+        self.current: dict[str, int | None] = {"cpu_num": None, "cpu_freq": None}
+        self.refused: dict[str, str] = {}
+        self._knobs = None
+
+    def settle(self, params: dict[str, Params]) -> dict[str, Params]:
+        wanted = {}
+        for name in ("cpu_num", "cpu_freq"):
+            values = [getattr(p, name) for p in params.values() if getattr(p, name) is not None]
+            wanted[name] = max(values) if values else None
+        for name, value in wanted.items():
+            if value is None or value == self.current[name] or name in self.refused:
+                continue
+            from dtune.energy import apply_cpu_freq, apply_cpu_num, default_knobs
+            if self._knobs is None:
+                self._knobs = default_knobs()
+            result = (apply_cpu_num if name == "cpu_num" else apply_cpu_freq)(value, knobs=self._knobs)
+            if result.applied:
+                self.current[name] = value
+                self.emit({"event": "knob", "knob": name, "value": value, "applied": True})
+            else:
+                self.refused[name] = result.reason
+                self.emit({"event": "knob", "knob": name, "value": value, "applied": False,
+                           "reason": result.reason})
+        held = {n: self.current[n] for n in ("cpu_num", "cpu_freq")}
+        return {n: p.with_(**held) for n, p in params.items()}
+
+    def restore(self) -> None:
+        if self._knobs is not None:
+            self._knobs.restore()
+
+
+def _driver(tuner: Tuner, engine: Engine, samples: list[dict], knobs: KernelKnobs,
+            meter: object | None) -> Callable[[Snapshot], None]:
+    """Each second: read energy, keep a sample, feed the tuner, apply what it decides."""
     def on_tick(snap: Snapshot) -> None:
+        if meter is not None:
+            reading = meter.stop()  # a reading so far; the meter keeps running
+            snap.energy = {"joules": round(reading.joules, 3), "watts": round(reading.watts, 3),
+                           "kind": reading.kind}
         samples.append({"t": round(snap.elapsed, 3), "bytes": snap.bytes, "rate_mbps": round(snap.mbps, 3),
-                        "params": {n: p.params.as_dict() for n, p in engine.partitions.items()}})
+                        "params": {n: p.params.as_dict() for n, p in engine.partitions.items()},
+                        **({"energy_j": snap.energy["joules"]} if snap.energy else {})})
         decision = tuner.update(engine.now(), snap)
         if decision is not None:
-            engine.apply(decision.params, reason=decision.reason)
+            engine.apply(knobs.settle(decision.params), reason=decision.reason)
     return on_tick
+
+
+async def _start_meter(plan: TransferPlan, emit: EventSink):
+    """RAPL when readable (idle baseline first), else the CPU-time estimate; said once."""
+    from dtune.energy import open_meter
+    meter, why = open_meter()
+    if meter.kind == "measured" and plan.energy_baseline > 0:
+        await asyncio.to_thread(meter.idle_baseline, plan.energy_baseline)
+    emit({"event": "energy", "kind": meter.kind, "reason": why})
+    meter.start()
+    return meter
 
 
 def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:
@@ -121,18 +182,31 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     if not specs:
         raise DtuneError("nothing to fetch: the sources list no files")
     tuner, tplan, facts = await plan_tuning(plan, specs, emit)
-    engine = Engine(specs, paths, tplan.params, options=plan.options, on_event=on_event,
-                    partition_of=lambda i, _spec: tplan.partition_of[i])
-    engine.range_policy = tplan.range_policy
-    if on_engine is not None:
-        on_engine(engine)
-    samples: list[dict] = []
-    engine.tick_listeners.append(_driver(tuner, engine, samples))
-    if on_progress is not None:
-        engine.tick_listeners.append(on_progress)
-    result = await engine.run()
+    knobs = KernelKnobs(emit)
+    meter = None
+    if plan.energy:
+        meter = await _start_meter(plan, emit)
+    try:
+        engine = Engine(specs, paths, knobs.settle(tplan.params), options=plan.options, on_event=on_event,
+                        partition_of=lambda i, _spec: tplan.partition_of[i])
+        engine.range_policy = tplan.range_policy
+        if on_engine is not None:
+            on_engine(engine)
+        samples: list[dict] = []
+        engine.tick_listeners.append(_driver(tuner, engine, samples, knobs, meter))
+        if on_progress is not None:
+            engine.tick_listeners.append(on_progress)
+        result = await engine.run()
+    finally:
+        knobs.restore()
+    if meter is not None:
+        reading = meter.stop()
+        result.energy = {"joules": round(reading.joules, 3), "kind": reading.kind,
+                         "seconds": round(reading.seconds, 3), "watts": round(reading.watts, 3),
+                         "note": reading.note}
     result.samples = samples
     result.tuning = {"tuner": tuner.label, "settings": tuner.get_params(),
+                     "knobs_not_applied": dict(knobs.refused),
                      "facts": facts.as_dict() if facts else None,
                      "initial": {n: p.as_dict() for n, p in tplan.params.items()},
                      "final": {n: p.params.as_dict() for n, p in engine.partitions.items()},

@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
     status = 0 if result.ok else 1
     if not args.no_history:
         info = {**dataclasses.asdict(plan), "exit_status": status, "started_at": clock.started_at}
+        if result.energy:
+            info.update(energy_j=result.energy["joules"], energy_kind=result.energy["kind"])
         try:
             from dtune.history import save_transfer
             row = save_transfer(result, info, args.history)

@@ -365,6 +365,7 @@ class TransferResult:
     # filled in by dtune.transfer: what was tuned how, and the per-second samples
     tuning: dict = field(default_factory=dict)
     samples: list[dict] = field(default_factory=list)
+    energy: dict | None = None  # {"joules", "kind", "seconds", "watts", "note"} when metered
 
     @property
     def failed(self) -> list[FileResult]:
