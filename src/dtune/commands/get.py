@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import sys
 
+from dtune import argtypes
 from dtune.errors import DtuneError, UsageError
 from dtune.loop import run_async
 from dtune.params import EngineOptions
@@ -32,84 +33,31 @@ Exit status: 0 every file verified; 1 some file failed (listed); 2 usage error;
 """
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return n
-
-
-def _seconds(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not x > 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return x
-
-
-_SUFFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_BINARY = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-
-
-def _rate(value: str) -> float:
-    """Bits/s with an optional k/M/G suffix → bytes/s."""
-    text = value.strip().lower().removesuffix("bit/s").removesuffix("bps").removesuffix("b")
-    unit = text[-1:] if text[-1:] in "kmgt" else ""
-    try:
-        n = float(text[: len(text) - len(unit)]) * _SUFFIX[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a rate like 1G or 400M") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return n / 8
-
-
-def _size(value: str) -> int:
-    text = value.strip().lower().removesuffix("ib").removesuffix("b")
-    unit = text[-1:] if text[-1:] in "kmg" else ""
-    try:
-        n = int(float(text[: len(text) - len(unit)]) * _BINARY[unit])
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a size like 512K or 4M") from None
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return n
-
-
-def _millis(value: str) -> float:
-    return _seconds(value) / 1000
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="URL, URL-list file or Metalink file")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created)")
     tuning = p.add_argument_group("tuning (unset values are chosen by dtune)")
-    tuning.add_argument("--cc", type=_positive, metavar="N",
+    tuning.add_argument("--cc", type=argtypes.positive, metavar="N",
                         help="concurrency: files in flight at once (channel groups)")
-    tuning.add_argument("-p", "--parallelism", type=_positive, metavar="N", dest="p",
+    tuning.add_argument("-p", "--parallelism", type=argtypes.positive, metavar="N", dest="p",
                         help="parallel TCP streams (connections) per file")
-    tuning.add_argument("--pp", type=_positive, metavar="N",
+    tuning.add_argument("--pp", type=argtypes.positive, metavar="N",
                         help="pipelining: requests outstanding on one connection")
     tuning.add_argument("--tuner", choices=TUNERS, default="auto",
                         help="how unset parameters are chosen and revised: auto (= promc), promc "
                              "(size partitions, δ-weighted channels, online re-allocation), mc, sc, "
                              "golike (GO-like approximation), static (fixed values); default auto")
-    tuning.add_argument("--max-cc", type=_positive, default=DEFAULT_MAX_CC, metavar="N",
+    tuning.add_argument("--max-cc", type=argtypes.positive, default=DEFAULT_MAX_CC, metavar="N",
                         help=f"most channels (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
     tuning.add_argument("--partitions", type=int, choices=range(1, 5), default=DEFAULT_PARTITIONS,
                         metavar="1-4", help="most size partitions (default 2)")
-    tuning.add_argument("--bandwidth", type=_rate, metavar="RATE",
+    tuning.add_argument("--bandwidth", type=argtypes.rate, metavar="RATE",
                         help="link bandwidth in bits/s, e.g. 1G or 400M (default: a short probe)")
-    tuning.add_argument("--tcp-buffer", type=_size, metavar="BYTES",
+    tuning.add_argument("--tcp-buffer", type=argtypes.size, metavar="BYTES",
                         help="TCP buffer size, e.g. 512K (default: the OS receive maximum)")
-    tuning.add_argument("--rtt", type=_millis, metavar="MS",
+    tuning.add_argument("--rtt", type=argtypes.millis, metavar="MS",
                         help="round-trip time in ms (default: measured from TCP connects)")
     p.add_argument("--mirror", action="append", default=[], metavar="URL",
                    help="another URL serving the same data (repeatable): a file URL for a "
@@ -117,9 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "source; all replicas are used at once (MDTP)")
     d = EngineOptions()
     rel = p.add_argument_group("reliability")
-    rel.add_argument("--stall-timeout", type=_seconds, default=d.stall_timeout, metavar="S",
+    rel.add_argument("--stall-timeout", type=argtypes.seconds, default=d.stall_timeout, metavar="S",
                      help=f"drop a connection that received nothing for S seconds (default {d.stall_timeout:g})")
-    rel.add_argument("--connect-timeout", type=_seconds, default=d.connect_timeout, metavar="S",
+    rel.add_argument("--connect-timeout", type=argtypes.seconds, default=d.connect_timeout, metavar="S",
                      help=f"give up connecting after S seconds (default {d.connect_timeout:g})")
     rel.add_argument("--retries", type=int, default=d.retries, metavar="N",
                      help=f"consecutive failures of one file before it fails (default {d.retries})")

@@ -11,6 +11,7 @@ from datetime import datetime
 from rich.console import Console
 from rich.table import Table
 
+from dtune import argtypes
 from dtune.errors import DtuneError
 
 HELP = """\
@@ -45,26 +46,6 @@ separated by commas, tabs or semicolons.
 """
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return n
-
-
-def _count(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return n
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     h = sub.add_parser("history", help="list, show, export and import the transfer history",
@@ -79,15 +60,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         description="The newest transfers, newest first: id, start time (UTC), "
                                     "first source, files, bytes, tuner, the cc/p/pp used, "
                                     "average throughput in Mbit/s and duration in seconds.")
-    p.add_argument("--limit", type=_positive, default=20, metavar="N", help="show N rows (default 20)")
-    p.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the newest N rows first")
+    p.add_argument("--limit", type=argtypes.positive, default=20, metavar="N", help="show N rows (default 20)")
+    p.add_argument("--offset", type=argtypes.count, default=0, metavar="N", help="skip the newest N rows first")
     p.set_defaults(func=run_list)
 
     p = cmds.add_parser("show", parents=[common], help="every column of one transfer, and its samples",
                         description="Every column of transfer ID (units in the names: ms, Mbit/s, "
                                     "bytes, seconds, J, kHz) and a summary of its per-second samples: "
                                     "how many, the rate range and each change of parameters.")
-    p.add_argument("id", type=_positive, metavar="ID", help="the transfer's id (see `dtune history list`)")
+    p.add_argument("id", type=argtypes.positive, metavar="ID", help="the transfer's id (see `dtune history list`)")
     p.set_defaults(func=run_show)
 
     p = cmds.add_parser("export", parents=[common], help="write the history as CSV",
