@@ -7,6 +7,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from dtune.argtypes import positive
 from dtune.errors import DtuneError, UsageError
 
 HELP = """\
@@ -26,22 +27,12 @@ benchmark started is removed either way).
 """
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return n
-
-
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("bench", help="dtune vs aria2c/curl/wget/lftp/rclone on the emulated WAN: tables + plots",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", metavar="SCENARIO.toml", help="scenario file (links + benchmark tables)")
     p.add_argument("--out", required=True, metavar="DIR", help="where results and plots go (created)")
-    p.add_argument("--runs", type=_positive, metavar="N", help="repetitions (default: [bench] runs)")
+    p.add_argument("--runs", type=positive, metavar="N", help="repetitions (default: [bench] runs)")
     p.add_argument("--tool", action="append", default=[], metavar="NAME",
                    help="only this tool, or 'tool:variant' (repeatable)")
     p.add_argument("--dataset", action="append", default=[], metavar="NAME",
@@ -97,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         f"Links: {links}; client tcp_rmem max {config.scenario.client.tcp_rmem_max} bytes; "
         f"server: {config.server}; {config.runs} interleaved runs per row.",
         "Medians over verified runs; ratios are of median Mbit/s within one dataset and link.",
+        f"dtune {bench.meta.get('versions', {}).get('dtune', '?')}; tool versions in results.json.",
     ]
     text = summary_markdown(f"dtune bench: {config.name}", rows, context)
     (out / "summary.md").write_text(text)

@@ -248,8 +248,23 @@ def _tool_versions(tools: Sequence[str]) -> dict[str, str]:
         except (OSError, subprocess.TimeoutExpired):
             continue
     from dtune import __version__
-    out["dtune"] = __version__
+    out["dtune"] = f"{__version__} ({_source_revision()})"
     return out
+
+
+def _source_revision() -> str:
+    """The git commit of the dtune source under test, ``+dirty`` when its tree has changes."""
+    src = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "no git"
+    if head.returncode != 0:
+        return "no git"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 class Bench:
