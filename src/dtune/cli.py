@@ -26,6 +26,7 @@ COMMAND_MODULES = [
     "dtune.testbed.cli",
     "dtune.testbed.datasets_cli",
     "dtune.history.cli",
+    "dtune.model.cli",
     "dtune.bench.cli",
 ]
 

@@ -48,6 +48,10 @@ class TransferPlan:
     rtt: float | None = None           # seconds, when the user gives it
     energy: bool = True                # meter the transfer's energy (RAPL, else a CPU-time estimate)
     energy_baseline: float = 1.0       # seconds of idle power measured first (RAPL only)
+    sla: str | None = None             # decision-tree tuner: "max-throughput" | "min-energy"
+    min_throughput_mbps: float | None = None  # its throughput floor (min-energy), Mbit/s
+    max_energy_j: float | None = None  # its energy ceiling (max-throughput), J
+    model: str | None = None           # its model file (default: dtune model build's path)
 
     def fixed(self) -> dict[str, int]:
         """The parameters the user set explicitly: no tuner may change them."""
@@ -59,7 +63,9 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     """Pick the tuner, gather the network facts it needs, and get its first plan."""
     replicas = max(1 + len(s.mirrors) for s in specs)
     tuner = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
-                       max_partitions=plan.partitions, replicas=replicas, files=len(specs))
+                       max_partitions=plan.partitions, replicas=replicas, files=len(specs),
+                       sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
+                       model=plan.model)
     sizes = [s.size for s in specs]
     known = [s for s in sizes if s is not None]
     facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,

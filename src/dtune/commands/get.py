@@ -46,9 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     tuning.add_argument("--pp", type=argtypes.positive, metavar="N",
                         help="pipelining: requests outstanding on one connection")
     tuning.add_argument("--tuner", choices=TUNERS, default="auto",
-                        help="how unset parameters are chosen and revised: auto (= promc), promc "
-                             "(size partitions, δ-weighted channels, online re-allocation), mc, sc, "
-                             "golike (GO-like approximation), static (fixed values); default auto")
+                        help="how unset parameters are chosen and revised: auto (dtree when a model "
+                             "was built with `dtune model build` and knows this kind of transfer, else "
+                             "promc), promc (size partitions, δ-weighted channels, online re-allocation), "
+                             "mc, sc, golike (GO-like approximation), static (fixed values), dtree "
+                             "(history-learned decision trees, see --sla), ditacchio-max / "
+                             "ditacchio-energy (Di Tacchio et al. baselines); default auto")
     tuning.add_argument("--max-cc", type=argtypes.positive, default=DEFAULT_MAX_CC, metavar="N",
                         help=f"most channels (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
     tuning.add_argument("--partitions", type=int, choices=range(1, 5), default=DEFAULT_PARTITIONS,
@@ -59,6 +62,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="TCP buffer size, e.g. 512K (default: the OS receive maximum)")
     tuning.add_argument("--rtt", type=argtypes.millis, metavar="MS",
                         help="round-trip time in ms (default: measured from TCP connects)")
+    tuning.add_argument("--sla", choices=("max-throughput", "min-energy"),
+                        help="dtree (and auto with a model): maximise throughput or minimise energy "
+                             "(default max-throughput)")
+    tuning.add_argument("--min-throughput", type=argtypes.rate, metavar="RATE",
+                        help="dtree min-energy: the throughput floor in bits/s, e.g. 150M")
+    tuning.add_argument("--max-energy", type=float, metavar="JOULES",
+                        help="dtree max-throughput: the energy ceiling of the whole transfer in J")
+    tuning.add_argument("--model", metavar="PATH",
+                        help="dtree: the model file (default: where `dtune model build` writes, "
+                             "~/.local/share/dtune/model.json; else the demo model shipped with dtune)")
     p.add_argument("--mirror", action="append", default=[], metavar="URL",
                    help="another URL serving the same data (repeatable): a file URL for a "
                         "file source, a directory URL with the same tree for a directory "
@@ -88,10 +101,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--retries must be >= 0")
     options = EngineOptions(stall_timeout=args.stall_timeout, connect_timeout=args.connect_timeout,
                             retries=args.retries)
+    dtree = {"--sla": args.sla, "--min-throughput": args.min_throughput, "--max-energy": args.max_energy,
+             "--model": args.model}
+    given = [name for name, value in dtree.items() if value is not None]
+    if given and args.tuner not in ("dtree", "auto"):
+        raise UsageError(f"{given[0]} is for --tuner dtree (or auto), not {args.tuner}")
+    if args.max_energy is not None and not args.max_energy > 0:
+        raise UsageError("--max-energy must be > 0 joules")
     plan = TransferPlan(sources=args.sources, outdir=args.output, cc=args.cc, p=args.p, pp=args.pp,
                         mirrors=args.mirror, options=options, tuner=args.tuner, max_cc=args.max_cc,
                         partitions=args.partitions, bandwidth=args.bandwidth,
-                        tcp_buffer=args.tcp_buffer, rtt=args.rtt)
+                        tcp_buffer=args.tcp_buffer, rtt=args.rtt, sla=args.sla,
+                        min_throughput_mbps=None if args.min_throughput is None else args.min_throughput * 8 / 1e6,
+                        max_energy_j=args.max_energy, model=args.model)
     reporter: JsonReporter | ConsoleReporter
     if args.json:
         reporter = JsonReporter()

@@ -267,12 +267,21 @@ class HeuristicTuner(Tuner):
         return Decision({n: self._params_for(n, self.cc_[n]) for n in self.cc_}, reason)
 
 
-TUNERS = ("auto", "promc", "mc", "sc", "golike", "static", "mdtp", "static-chunks")
+TUNERS = ("auto", "promc", "mc", "sc", "golike", "static", "mdtp", "static-chunks",
+          "dtree", "ditacchio-max", "ditacchio-energy")
 
 
 def make_tuner(name: str, *, fixed: dict[str, int], max_cc: int, max_partitions: int,
-               replicas: int = 1, files: int = 1) -> Tuner:
-    """``auto`` is ProMC, or MDTP for one or two files with replicas."""
+               replicas: int = 1, files: int = 1, sla: str | None = None,
+               min_throughput: float | None = None, max_energy: float | None = None,
+               model: str | None = None) -> Tuner:
+    """``auto`` is MDTP for one or two files with replicas; else the decision-tree tuner
+    when a model file exists at the default path (it falls back to ProMC when the
+    model has nothing close); else ProMC.
+
+    ``sla``, ``min_throughput`` (Mbit/s), ``max_energy`` (J) and ``model`` (a
+    model file) are the decision-tree tuner's.
+    """
     if name == "static":
         return StaticTuner(fixed=fixed)
     if name == "mdtp" or (name == "auto" and replicas > 1 and files <= 2):
@@ -281,6 +290,17 @@ def make_tuner(name: str, *, fixed: dict[str, int], max_cc: int, max_partitions:
         return MdtpTuner(static_chunks=8 << 20, fixed=fixed)
     if name == "golike":
         return GoLikeTuner(fixed=fixed)
+    if name in ("ditacchio-max", "ditacchio-energy"):
+        from dtune.tuners.ditacchio_tuner import DiTacchioTuner
+        return DiTacchioTuner("max-throughput" if name == "ditacchio-max" else "min-energy", fixed=fixed)
+    if name == "dtree" or name == "auto":
+        from pathlib import Path
+
+        from dtune.tuners.dtree import DTreeTuner, default_model_path
+        if name == "dtree" or Path(model or default_model_path()).expanduser().exists():
+            return DTreeTuner(sla or "max-throughput", model=model, min_throughput=min_throughput,
+                              max_energy=max_energy, max_cc=max_cc, max_partitions=max_partitions,
+                              auto=name == "auto", fixed=fixed)
     mode = "promc" if name == "auto" else name
     return HeuristicTuner(mode, max_cc=max_cc, max_partitions=max_partitions, fixed=fixed)
 

@@ -1,0 +1,300 @@
+"""``dtune model build|query``: learn θ from the transfer history, and ask the model."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from dtune import argtypes
+from dtune.errors import DtuneError, UsageError
+
+HELP = """\
+The offline decision-tree model (ALGORITHMS.md §2, docs/model.md): two
+decision search trees over the history's key attributes (average file size,
+file count, RTT, TCP buffer, bandwidth), throughput and energy surfaces over
+θ = (cc, p, pp, cpu_num, cpu_freq), and lookup tables the online tuner
+(`dtune get --tuner dtree`) reads.
+
+  dtune model build    learn from the history (or a CSV export) and save the model
+  dtune model query    ask the model for θ for one transfer and one SLA
+
+Once a model exists at the default path, `dtune get --tuner auto` uses it
+(max-throughput) whenever it has something close; otherwise ProMC.
+"""
+
+BUILD_HELP = """\
+Build the model from the transfer history (default), from a CSV file written
+by `dtune history export`, or from the sweep log shipped with dtune
+(--shipped), print the build times — the seed paper's Table III: logs,
+seconds to build the trees, seconds to pre-compute the lookup tables — and
+save it (default: $XDG_DATA_HOME/dtune/model.json, ~/.local/share/dtune/model.json,
+where `dtune get --tuner dtree|auto` looks for it).
+
+Rows are left out when they cannot describe what θ gives: failed or
+interrupted transfers (exit_status != 0) and rows whose RTT or bandwidth was
+assumed rather than measured or given. When the history holds both measured
+(RAPL) and estimated energy figures, only the more common kind is used for
+the energy surfaces (the others keep their throughput).
+"""
+
+QUERY_HELP = """\
+Ask the model for θ = (cc, p, pp, cpu_num, cpu_freq) for one transfer:
+its key attributes and an SLA. Prints θ, the predicted throughput (Mbit/s)
+and energy (J), whether they come from fitted surfaces or from the matched
+logs themselves, the matched node of each tree and any notes. When the
+history has nothing close, says why and exits 1 (dtune get would fall back
+to ProMC).
+
+Sizes take decimal suffixes (100k = 100 000 bytes, 2.4M); --buffer binary
+ones like dtune get's --tcp-buffer (512K = 524 288); rates are bits/s (1G, 400M).
+"""
+
+KEY_COLUMNS = ("avg_file_size", "file_count", "rtt_ms", "tcp_buffer", "bandwidth_mbps")
+COLUMNS = (*KEY_COLUMNS, "cc", "p", "pp", "cpu_num", "cpu_freq", "throughput_mbps", "energy_j",
+           "energy_kind", "exit_status", "rtt_how", "bandwidth_how")
+_DECIMAL = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def decimal_bytes(value: str) -> float:
+    """Bytes with an optional decimal k/M/G suffix (100k, 2.4M), as the history counts them."""
+    text = value.strip().lower().removesuffix("b")
+    unit = text[-1:] if text[-1:] in "kmgt" else ""
+    try:
+        n = float(text[: len(text) - len(unit)]) * _DECIMAL[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a size like 100k or 2.4M") from None
+    if not n > 0 or not math.isfinite(n):
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return n
+
+
+def positive_float(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not x > 0 or not math.isfinite(x):
+        raise argparse.ArgumentTypeError(f"{value} must be > 0")
+    return x
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    m = sub.add_parser("model", help="build the decision-tree model from the history, and query it",
+                       description=HELP, formatter_class=raw)
+    cmds = m.add_subparsers(dest="model_command", metavar="ACTION", parser_class=type(m))
+
+    b = cmds.add_parser("build", help="learn from the history and save the model", description=BUILD_HELP,
+                        formatter_class=raw)
+    src = b.add_mutually_exclusive_group()
+    src.add_argument("--history", metavar="URL",
+                     help="history database (SQLAlchemy URL or SQLite path; default $DTUNE_HISTORY, "
+                          "else ~/.local/share/dtune/history.db)")
+    src.add_argument("--csv", metavar="FILE", help="a CSV file written by `dtune history export`")
+    src.add_argument("--shipped", action="store_true",
+                     help="the sweep log shipped with dtune (docs/model.md, 'The shipped history')")
+    b.add_argument("--out", metavar="PATH", help="where to save the model (default: the path dtune get reads)")
+    b.add_argument("--leaf-threshold", type=argtypes.positive, metavar="N",
+                   help="a node with at most N logs is a leaf (default 100, the reference value)")
+    b.add_argument("--cut-number", type=argtypes.positive, metavar="N",
+                   help="equal-width intervals per cut (default 8, the reference value)")
+    b.add_argument("--json", action="store_true", help="print the build times as one JSON object")
+    b.set_defaults(func=run_build)
+
+    q = cmds.add_parser("query", help="θ for one transfer and SLA", description=QUERY_HELP,
+                        formatter_class=raw)
+    q.add_argument("--avg-file-size", type=decimal_bytes, required=True, metavar="BYTES",
+                   help="average file size, e.g. 100k, 2.4M")
+    q.add_argument("--file-count", type=argtypes.positive, required=True, metavar="N", help="number of files")
+    q.add_argument("--rtt-ms", type=positive_float, required=True, metavar="MS", help="round-trip time in ms")
+    q.add_argument("--buffer", type=argtypes.size, required=True, metavar="BYTES",
+                   help="TCP buffer (max receive window), e.g. 512K")
+    q.add_argument("--bandwidth", type=argtypes.rate, required=True, metavar="RATE",
+                   help="link bandwidth in bits/s, e.g. 1G, 200M")
+    q.add_argument("--sla", choices=("max-throughput", "min-energy"), default="max-throughput",
+                   help="maximise throughput (eq. 5) or minimise energy (eq. 6); default max-throughput")
+    q.add_argument("--min-throughput", type=argtypes.rate, metavar="RATE",
+                   help="min-energy: the throughput floor T_sla in bits/s, e.g. 150M")
+    q.add_argument("--max-energy", type=positive_float, metavar="JOULES",
+                   help="max-throughput: the energy ceiling E_sla in J")
+    q.add_argument("--model", metavar="PATH",
+                   help="model file (default: the path `dtune model build` writes, else the shipped demo model)")
+    q.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    q.set_defaults(func=run_query)
+
+    m.set_defaults(func=lambda args: _usage(m))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+# -- build -----------------------------------------------------------------------------------
+
+def shipped_log_path() -> Path:
+    from dtune.tuners.dtree import shipped_model_path
+    return shipped_model_path().parent / "sweep-history.csv"
+
+
+def read_csv_rows(path: str) -> list[dict]:
+    """Rows of a `dtune history export` CSV (any subset of its columns with the key attributes)."""
+    try:
+        fh = open(path, newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise DtuneError(f"model build {path}: {exc.strerror or exc}") from None
+    with fh:
+        reader = csv.DictReader(fh)
+        header = reader.fieldnames or []
+        missing = [c for c in KEY_COLUMNS if c not in header]
+        if missing:
+            raise DtuneError(f"model build {path}: no column {missing[0]!r}; expected the columns of "
+                             "`dtune history export` (import other formats with `dtune history import` first)")
+        return [{k: row.get(k) for k in COLUMNS if k in row} for row in reader]
+
+
+def read_history_rows(url: str | None) -> tuple[list[dict], str]:
+    from dtune.history import open_store
+    with open_store(url) as store:
+        return list(store.rows(list(COLUMNS))), store.name
+
+
+def clean_rows(rows: Iterable[dict]) -> tuple[list[dict], dict[str, int], str | None]:
+    """Rows fit to learn from, what was left out (by reason) and the energy kind kept."""
+    kept: list[dict] = []
+    dropped = {"failed or interrupted transfers": 0, "assumed RTT or bandwidth": 0}
+    for row in rows:
+        status = row.get("exit_status")
+        if status not in (None, "") and int(float(status)) != 0:
+            dropped["failed or interrupted transfers"] += 1
+            continue
+        if "assumed" in (str(row.get("rtt_how") or ""), str(row.get("bandwidth_how") or "")):
+            dropped["assumed RTT or bandwidth"] += 1
+            continue
+        kept.append(row)
+    kinds: dict[str, int] = {}
+    for row in kept:
+        if row.get("energy_j") not in (None, "") and row.get("energy_kind"):
+            kinds[row["energy_kind"]] = kinds.get(row["energy_kind"], 0) + 1
+    kind = max(kinds, key=lambda k: (kinds[k], k == "measured")) if kinds else None
+    if len(kinds) > 1:
+        for row in kept:
+            if row.get("energy_kind") != kind:
+                row["energy_j"] = None
+    return kept, {k: v for k, v in dropped.items() if v}, kind
+
+
+def run_build(args: argparse.Namespace) -> int:
+    from dtune.model import Model
+    from dtune.tuners.dtree import default_model_path
+
+    if args.csv:
+        rows, source = read_csv_rows(args.csv), args.csv
+    elif args.shipped:
+        path = shipped_log_path()
+        rows, source = read_csv_rows(str(path)), f"{path} (shipped)"
+    else:
+        rows, source = read_history_rows(args.history)
+    total = len(rows)
+    rows, dropped, kind = clean_rows(rows)
+    if not rows:
+        raise DtuneError(f"model build: {source}: no usable rows (of {total})")
+    settings = {k: v for k, v in (("leaf_threshold", args.leaf_threshold), ("cut_number", args.cut_number))
+                if v is not None}
+    t0 = time.perf_counter()
+    try:
+        model = Model(**settings).fit(rows)
+    except ValueError as exc:
+        raise DtuneError(f"model build: {source}: {exc}") from None
+    seconds = time.perf_counter() - t0
+    out = Path(args.out).expanduser() if args.out else default_model_path()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        model.save(out)
+    except OSError as exc:
+        raise DtuneError(f"model build: cannot write {out}: {exc.strerror or exc}") from None
+    bt = model.build_times_
+    report = {"source": source, "rows": total, "logs": bt["logs"], "dropped": dropped,
+              "dropped_no_key": model.logs_.dropped, "energy_kind": kind, "energy_kinds": model.energy_kinds_,
+              "tree_di_s": round(bt["tree_di_s"], 4), "tree_sd_s": round(bt["tree_sd_s"], 4),
+              "trees_s": round(bt["trees_s"], 4), "tables": bt["tables"], "tables_s": round(bt["tables_s"], 4),
+              "nodes_di": len(model.tree_di_.nodes_), "nodes_sd": len(model.tree_sd_.nodes_),
+              "total_s": round(seconds, 3), "settings": model.get_params(), "out": str(out)}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    left_out = ", ".join(f"{v} {k}" for k, v in dropped.items())
+    if model.logs_.dropped:
+        left_out = ", ".join(x for x in (left_out, f"{model.logs_.dropped} without all key attributes") if x)
+    print(f"history: {source}: {total} rows, {bt['logs']} logs used" + (f" (left out: {left_out})" if left_out else ""))
+    kinds = ", ".join(f"{v} {k}" for k, v in model.energy_kinds_.items()) or "none"
+    print(f"energy figures: {kinds}" + (" — estimated from CPU time, not measured (docs/model.md)"
+                                        if kind == "estimated" else ""))
+    print()
+    print("build times (the seed paper's Table III)")
+    print(f"  {'logs':>6}  {'tree 1 (DI) s':>13}  {'tree 2 (SD) s':>13}  {'trees s':>8}  {'tables':>6}  {'tables s':>8}")
+    print(f"  {bt['logs']:>6}  {bt['tree_di_s']:>13.4f}  {bt['tree_sd_s']:>13.4f}  {bt['trees_s']:>8.4f}  "
+          f"{bt['tables']:>6}  {bt['tables_s']:>8.3f}")
+    print(f"  nodes: tree 1 {len(model.tree_di_.nodes_)}, tree 2 {len(model.tree_sd_.nodes_)}; "
+          f"cut number {model.cut_number}, leaf threshold {model.leaf_threshold}")
+    print()
+    print(f"saved {out}")
+    return 0
+
+
+# -- query -----------------------------------------------------------------------------------
+
+def load_model(path: str | None):
+    from dtune.model import Model
+    from dtune.tuners.dtree import default_model_path, shipped_model_path
+    if path:
+        target = Path(path).expanduser()
+    else:
+        target = default_model_path()
+        if not target.exists():
+            target = shipped_model_path()
+    try:
+        return Model.load(target), target
+    except FileNotFoundError:
+        raise DtuneError(f"model {target}: no such file (build one with `dtune model build`)") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DtuneError(f"model {target}: cannot be read: {exc}") from None
+
+
+def run_query(args: argparse.Namespace) -> int:
+    if args.min_throughput is not None and args.sla != "min-energy":
+        raise UsageError("--min-throughput is the floor of the min-energy SLA (add --sla min-energy)")
+    if args.max_energy is not None and args.sla != "max-throughput":
+        raise UsageError("--max-energy is the ceiling of the max-throughput SLA")
+    model, path = load_model(args.model)
+    attrs = {"avg_file_size": args.avg_file_size, "file_count": args.file_count, "rtt": args.rtt_ms,
+             "buf": args.buffer, "bandwidth": args.bandwidth * 8 / 1e6}
+    floor = None if args.min_throughput is None else args.min_throughput * 8 / 1e6
+    ans = model.answer(attrs, args.sla, min_throughput=floor, max_energy=args.max_energy)
+    out = {"model": str(path), "sla": args.sla, "attributes": attrs,
+           "theta": ans.theta.as_dict() if ans.theta else None, "throughput_mbps": ans.throughput,
+           "energy_j": ans.energy, "source": ans.source, "fit_ok": ans.fit_ok, "bin": ans.bin,
+           "matched": {"tree1": list(ans.matched[0]), "tree2": list(ans.matched[1])}, "logs": ans.n_logs,
+           "notes": list(ans.notes), "reason": ans.reason}
+    if args.json:
+        print(json.dumps(out))
+        return 0 if ans.theta else 1
+    if ans.theta is None:
+        raise DtuneError(f"model query: no θ for this transfer: {ans.reason}")
+    print(f"θ ({args.sla}): {ans.theta}")
+    t = "n/a" if ans.throughput is None else f"{ans.throughput:.1f} Mbit/s"
+    e = "n/a" if ans.energy is None else f"{ans.energy:.2f} J"
+    print(f"predicted: throughput {t}, energy {e} (from {ans.source}"
+          + ("" if ans.fit_ok is not False else ", surface below the R² threshold") + ")")
+    print(f"matched: tree 1 nodes {list(ans.matched[0])}, tree 2 nodes {list(ans.matched[1])}; "
+          f"{ans.n_logs} logs")
+    for note in ans.notes:
+        print(f"note: {note}")
+    print(f"model: {path}")
+    return 0
