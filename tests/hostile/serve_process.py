@@ -1,0 +1,163 @@
+"""``dtune serve`` as a child process for the hardening, fuzz and load tests, plus a raw client.
+
+``Serve`` starts ``python -m dtune serve ROOT --host 127.0.0.1 --port 0
+--quiet [extra flags]`` in its own session, reads the port from the
+"serving ... on http://HOST:PORT/" line, sends its stderr to a file (so a
+chatty server can never block on a full pipe) and kills the whole session at
+``stop()``. ``rss_kib()`` / ``peak_rss_kib()`` read ``/proc/PID/status``.
+
+``exchange`` sends raw bytes on a fresh connection and returns everything the
+server sent until it closed (or a timeout), for assertions on exact bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+_BANNER = re.compile(r"serving .* on http://[^/\s]+:(\d+)/")
+STATUS_LINE = re.compile(rb"^HTTP/1\.[01] ([1-5]\d\d) [^\r\n]*\r\n")
+
+
+class Serve:
+    """``with Serve(root, "--max-connections", "8") as srv: srv.port``."""
+
+    def __init__(self, root: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.root = Path(root)
+        self.extra: Sequence[str] = extra
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self._stderr = tempfile.TemporaryFile()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> Serve:
+        cmd = [sys.executable, "-m", "dtune", "serve", str(self.root), "--host", "127.0.0.1", "--port", "0",
+               "--quiet", *self.extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
+                                     env=self.env, start_new_session=True)
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 20
+        buf = b""
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                m = _BANNER.search(buf.decode(errors="replace"))
+                if m:
+                    self.port = int(m.group(1))
+                    return self
+            elif self.proc.poll() is not None:
+                break
+        self.stop()
+        raise RuntimeError(f"dtune serve did not start: {buf!r} {self.stderr()[-500:]}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stderr(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    def status_kib(self, field: str) -> int:
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        raise KeyError(field)
+
+    def rss_kib(self) -> int:
+        return self.status_kib("VmRSS")
+
+    def peak_rss_kib(self) -> int:
+        return self.status_kib("VmHWM")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> Serve:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+        self._stderr.close()
+
+
+def connect(port: int, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=timeout)
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 5.0, limit: int = 1 << 22) -> tuple[bytes, bool]:
+    """Everything the peer sends until it closes (True) or ``timeout`` passes quietly (False)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while len(data) < limit:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data, True
+            data += chunk
+    except TimeoutError:
+        return data, False
+    except ConnectionResetError:
+        return data, True
+    return data, False
+
+
+def exchange(port: int, payload: bytes, timeout: float = 5.0) -> tuple[bytes, bool]:
+    """Send ``payload`` on a new connection, half-close, and return (all bytes received, closed by server)."""
+    with connect(port, timeout) as sock:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+        return read_until_closed(sock, timeout)
+
+
+def request(target: bytes | str, method: str = "GET", headers: dict[str, str] | None = None,
+            version: str = "1.1") -> bytes:
+    raw = target if isinstance(target, bytes) else target.encode()
+    lines = [method.encode() + b" " + raw + b" HTTP/" + version.encode(), b"Host: 127.0.0.1"]
+    lines += [f"{k}: {v}".encode() for k, v in (headers or {}).items()]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def status_of(data: bytes) -> int:
+    m = STATUS_LINE.match(data)
+    return int(m.group(1)) if m else 0
+
+
+def body_of(data: bytes) -> bytes:
+    return data.partition(b"\r\n\r\n")[2]
