@@ -28,7 +28,6 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +40,7 @@ from hostile.serve_process import (
     body_of,
     connect,
     exchange,
+    make_box,
     read_until_closed,
     request,
     status_of,
@@ -51,33 +51,6 @@ PUBLIC = b"public bytes\n"
 HEAD_TIMEOUT = 20.0          # ServerConfig.header_timeout
 IDLE_TIMEOUT = 30.0          # ServerConfig.keepalive_timeout
 SWEEP = 1.0                  # the server checks deadlines about once a second
-
-
-def make_box() -> tuple[Path, Path]:
-    """``box/secret.txt``, ``box/secret-dir/`` and ``box/root/`` (served) with symlinks pointing out."""
-    box = Path(tempfile.mkdtemp(prefix="dtune-serve-box-"))
-    (box / "secret.txt").write_text(TOKEN + "\n")
-    (box / "secret-dir").mkdir()
-    (box / "secret-dir" / "inner.txt").write_text(TOKEN + " (inner)\n")
-    root = box / "root"
-    (root / "sub").mkdir(parents=True)
-    (root / "public.txt").write_bytes(PUBLIC)
-    (root / "sub" / "inner.txt").write_bytes(b"inner\n")
-    (root / "%2e%2e").mkdir()
-    (root / "%2e%2e" / "literal.txt").write_bytes(b"a directory literally named %2e%2e\n")
-    os.symlink("../secret.txt", root / "link-out")
-    os.symlink(box / "secret.txt", root / "link-out-abs")
-    os.symlink("../secret-dir", root / "link-dir-out")
-    os.symlink("link-out", root / "link-chain")
-    os.symlink("sub/../../secret.txt", root / "link-dotdot")
-    os.symlink("/etc/passwd", root / "link-etc")
-    os.symlink("/proc/self/environ", root / "link-proc")
-    os.symlink("/dev/zero", root / "link-dev")
-    os.symlink("link-loop", root / "link-loop")
-    os.symlink("public.txt", root / "link-in")
-    os.symlink(root / "public.txt", root / "link-in-abs")
-    os.mkfifo(root / "fifo")
-    return box, root
 
 
 @dataclass
@@ -143,7 +116,7 @@ def _idle(port: int, watch: Watch, name: str, first: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    box, root = make_box()
+    box, root = make_box(TOKEN, PUBLIC)
     watch = Watch()
     try:
         with Serve(root, "--checksums", env={**os.environ, "XDG_CACHE_HOME": str(box / "cache")}) as serve:
@@ -271,7 +244,7 @@ def test_request_size_limits_hold_exactly_at_their_documented_values(
 # ---- connections --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[Serve]:
-    box, root = make_box()
+    box, root = make_box(TOKEN, PUBLIC)
     try:
         with Serve(root, "--max-connections", "4") as serve:
             yield serve

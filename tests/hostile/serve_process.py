@@ -8,6 +8,8 @@ chatty server can never block on a full pipe) and kills the whole session at
 
 ``exchange`` sends raw bytes on a fresh connection and returns everything the
 server sent until it closed (or a timeout), for assertions on exact bytes.
+``make_box`` builds a served directory with a secret next to it and symlinks
+that try to reach the secret.
 """
 
 from __future__ import annotations
@@ -27,6 +29,34 @@ from pathlib import Path
 
 _BANNER = re.compile(r"serving .* on http://[^/\s]+:(\d+)/")
 STATUS_LINE = re.compile(rb"^HTTP/1\.[01] ([1-5]\d\d) [^\r\n]*\r\n")
+
+
+def make_box(token: str, public: bytes) -> tuple[Path, Path]:
+    """``box/secret.txt``, ``box/secret-dir/`` (both holding ``token``) and ``box/root/`` (served),
+    with symlinks out of the root, a FIFO, and a directory literally named ``%2e%2e``."""
+    box = Path(tempfile.mkdtemp(prefix="dtune-serve-box-"))
+    (box / "secret.txt").write_text(token + "\n")
+    (box / "secret-dir").mkdir()
+    (box / "secret-dir" / "inner.txt").write_text(token + " (inner)\n")
+    root = box / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "public.txt").write_bytes(public)
+    (root / "sub" / "inner.txt").write_bytes(b"inner\n")
+    (root / "%2e%2e").mkdir()
+    (root / "%2e%2e" / "literal.txt").write_bytes(b"a directory literally named %2e%2e\n")
+    os.symlink("../secret.txt", root / "link-out")
+    os.symlink(box / "secret.txt", root / "link-out-abs")
+    os.symlink("../secret-dir", root / "link-dir-out")
+    os.symlink("link-out", root / "link-chain")
+    os.symlink("sub/../../secret.txt", root / "link-dotdot")
+    os.symlink("/etc/passwd", root / "link-etc")
+    os.symlink("/proc/self/environ", root / "link-proc")
+    os.symlink("/dev/zero", root / "link-dev")
+    os.symlink("link-loop", root / "link-loop")
+    os.symlink("public.txt", root / "link-in")
+    os.symlink(root / "public.txt", root / "link-in-abs")
+    os.mkfifo(root / "fifo")
+    return box, root
 
 
 class Serve:
