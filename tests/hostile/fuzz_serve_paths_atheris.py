@@ -18,12 +18,13 @@ header values; the properties checked:
 * ``plan_file_response``: always 200/206/304/416; a 206 lies inside the file;
 * ``content_type``: always a non-empty ASCII string.
 
-A crash prints the input that caused it (libFuzzer writes ``crash-*``).
+A crash prints the input that caused it (libFuzzer writes ``crash-*``). The
+directory tree lives in ``$TMPDIR/dtune-atheris-tree`` (rebuilt at each start;
+``rm -r`` it when done).
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import shutil
 import sys
@@ -39,8 +40,10 @@ with atheris.instrument_imports():
 
 
 def _tree() -> tuple[Path, int]:
-    box = Path(tempfile.mkdtemp(prefix="dtune-atheris-"))
-    atexit.register(shutil.rmtree, box, True)
+    # libFuzzer leaves with exit(), skipping Python's clean-up: one fixed directory, rebuilt each run
+    box = Path(tempfile.gettempdir()) / "dtune-atheris-tree"
+    shutil.rmtree(box, ignore_errors=True)
+    box.mkdir()
     (box / "secret.txt").write_text("secret\n")
     root = box / "root"
     (root / "sub").mkdir(parents=True)
