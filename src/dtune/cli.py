@@ -57,7 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _raise_open_file_limit() -> None:
+    """Many files and connections in flight need descriptors: use the hard limit."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
+    except (ImportError, ValueError, OSError):
+        pass  # keep what we have; the engine reports "too many open files" per file if it happens
+
+
 def main(argv: list[str] | None = None) -> int:
+    _raise_open_file_limit()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -78,11 +78,22 @@ class ConsoleReporter:
             self._task = self.bar.add_task("dtune", total=None, files="")
 
     def event(self, event: dict) -> None:
+        # Failed files are listed once, at the end; warnings and notes as they happen.
+        # Plain print, not rich: a line must never be wrapped (logs are grepped).
         kind = event.get("event")
-        if kind in ("warning", "error"):
-            self.err.print(f"dtune: {event.get('reason')}", markup=False)
+        if kind == "warning":
+            self._line(f"dtune: {event.get('reason')}")
         elif kind == "retry" and event.get("attempt", 0) == 0:
-            self.err.print(f"dtune: note: {event.get('reason')}", markup=False)
+            self._line(f"dtune: note: {event.get('reason')}")
+        elif kind == "knob" and not event.get("applied"):
+            self._line(f"dtune: note: {event.get('knob')} not applied: {event.get('reason')}")
+
+    def _line(self, text: str) -> None:
+        text = " ".join(str(text).split())  # one line, whatever the reason contained
+        if self.bar is not None:
+            self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
 
     def progress(self, snap: Snapshot) -> None:
         if self.bar is None:
@@ -110,7 +121,7 @@ class ConsoleReporter:
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
                   f"≥ 1 % of the bytes", flush=True)
         for f in result.failed:
-            self.err.print(f"dtune: failed: {f.error or f.relpath}", markup=False)
+            self._line(f"dtune: failed: {f.error or f.relpath}")
 
 
 def summary_fields(result: TransferResult, seconds: float) -> dict:

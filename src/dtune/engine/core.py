@@ -916,6 +916,7 @@ class Engine:
         """Queue a complete file for verification, fsync and rename (in a worker thread)."""
         f.status = "verifying"
         self._detach(f)
+        f.close_files()  # the queue can grow long: do not hold a descriptor per queued file
         self._commit_queue.append(f)
         self._commit_wake.set()
 

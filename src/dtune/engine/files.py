@@ -151,8 +151,8 @@ class FileState:
         try:
             os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
             fresh = not self.done
-            flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if fresh else 0)
-            self.fd = os.open(self.part_path, flags, 0o644)
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh else 0)
+            self.fd = open_nofollow(self.part_path, flags)
             if fresh and self.size and self.journaled:
                 try:
                     os.posix_fallocate(self.fd, 0, self.size)
@@ -243,6 +243,22 @@ class FileState:
             except OSError:
                 pass
         return reason
+
+
+def open_nofollow(path: str, flags: int, mode: int = 0o644) -> int:
+    """Open a file dtune owns in the output directory, never through a symlink.
+
+    A symlink planted where a part file or journal goes (``NAME.dtune-part ->
+    /elsewhere``) would make dtune write outside the output directory; it is
+    removed and a plain file created in its place.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    os.unlink(path)  # the symlink itself, not what it points to
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CREAT, mode)
 
 
 def sha256_fd(fd: int) -> str:

@@ -77,8 +77,9 @@ class Journal:
 
     def __init__(self, path: str, header: dict, *, fresh: bool) -> None:
         self.path = path
+        from dtune.engine.files import open_nofollow
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0)
-        self._fd = os.open(path, flags, 0o644)
+        self._fd = open_nofollow(path, flags)
         if fresh:
             self.write_header(header)
 
@@ -99,7 +100,11 @@ class Journal:
 
 def read_journal(path: str) -> JournalState | None:
     try:
-        with open(path, "rb") as fh:
-            return parse_journal(fh.read(64 << 20))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)  # a symlink is not our journal
     except OSError:
         return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            return parse_journal(fh.read(64 << 20))
+        except OSError:
+            return None
