@@ -12,6 +12,8 @@ from dtune.errors import DtuneError
 from dtune.testbed.scenario import Link
 
 SCENARIOS = Path(__file__).parent.parent / "bench" / "scenarios"
+# The scenarios with dtune bench tables (other files there feed other experiments).
+BENCH_SCENARIOS = ["lan", "replicas4", "wan1g-large", "wan1g-mixed", "wan1g-small"]
 
 
 def base(**extra: Any) -> dict[str, Any]:
@@ -22,9 +24,9 @@ def base(**extra: Any) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
-def test_every_shipped_scenario_parses_and_has_dtune_defaults(path: Path) -> None:
-    cfg = load_bench(path)
+@pytest.mark.parametrize("name", BENCH_SCENARIOS)
+def test_every_shipped_scenario_parses_and_has_dtune_defaults(name: str) -> None:
+    cfg = load_bench(SCENARIOS / f"{name}.toml")
     assert cfg.datasets and cfg.tools and cfg.runs >= 1
     assert any(t.tool == "dtune" and t.variant == "default" for t in cfg.tools)
     assert any(t.tool != "dtune" for t in cfg.tools)
