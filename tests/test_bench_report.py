@@ -121,3 +121,12 @@ def test_plots_are_png_files_per_dataset(tmp_path: Path) -> None:
     paths = write_plots(tmp_path, rows, "t")
     assert [p.name for p in paths] == ["plot-a_b.png", "plot-c.png"]
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+
+
+def test_dtunes_own_transfer_time_is_noted_under_the_table() -> None:
+    r = rec("dtune", "default", 3.0)
+    r.reported_seconds = 2.0
+    rows = summarize([r, rec("curl", "z", 4.0)])
+    assert rows[0].reported_seconds == 2.0
+    assert "dtune default: its own summary reports 2.00 s of transfer in the 3.00 s wall time" \
+        in markdown_table(rows)

@@ -17,6 +17,7 @@ from dtune.bench.runner import (
     make_workdir,
     profile_links,
     reap_stale_workdirs,
+    reported_seconds,
     schedule,
 )
 from dtune.testbed.datasets import plan_dataset
@@ -91,3 +92,11 @@ def test_last_error_line_skips_progress_and_reads_dtune_failures(tmp_path: Path)
     log.write_text("curl: (22) The requested URL returned error: 404\n\n")
     assert last_error_line(log) == "curl: (22) The requested URL returned error: 404"
     assert last_error_line(tmp_path / "none") == ""
+
+
+def test_reported_seconds_come_from_dtunes_last_summary_event(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_text('{"event": "start"}\n{"event": "summary", "seconds": 1.25, "failed": []}\nnoise\n')
+    assert reported_seconds(log) == 1.25
+    log.write_text("curl output\n")
+    assert reported_seconds(log) is None

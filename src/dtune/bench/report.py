@@ -46,6 +46,9 @@ class RunRecord:
     server: str = "dtune"
     servers: list[dict[str, int]] = field(default_factory=list)
     command: str = ""
+    # dtune only: the transfer time its own summary reports (start-up and
+    # listing excluded), to tell process start-up cost from transfer speed
+    reported_seconds: float | None = None
 
     @property
     def requests(self) -> int:
@@ -58,7 +61,7 @@ class RunRecord:
 
 CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "run", "seconds", "bytes", "mbps",
                "cpu_seconds", "verified", "exit_code", "files", "extra_files", "server", "requests",
-               "server_bytes"]
+               "server_bytes", "reported_seconds"]
 
 
 def mbps(nbytes: int, seconds: float) -> float:
@@ -118,6 +121,7 @@ class SummaryRow:
     requests: float | None = None
     vs_best_peer: float | None = None
     vs_dtune_default: float | None = None
+    reported_seconds: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -148,6 +152,7 @@ def summarize(records: Sequence[RunRecord]) -> list[SummaryRow]:
             row.mbps_max = max(r.mbps for r in good)
             row.cpu_seconds = _median(r.cpu_seconds for r in good)
             row.requests = _median(r.requests for r in good)
+            row.reported_seconds = _median(r.reported_seconds for r in good if r.reported_seconds is not None)
         rows.append(row)
     for key in {r.key for r in rows}:
         same = [r for r in rows if r.key == key]
@@ -201,6 +206,10 @@ def markdown_table(rows: Sequence[SummaryRow]) -> str:
         if failed:
             text += "; failed runs (excluded from medians): " + ", ".join(failed)
         notes.append(text)
+        for r in same:
+            if r.reported_seconds is not None and r.seconds:
+                notes.append(f"  - {r.tool} {r.variant}: its own summary reports {r.reported_seconds:.2f} s of "
+                             f"transfer in the {r.seconds:.2f} s wall time (the rest is start-up and listing)")
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
 
 

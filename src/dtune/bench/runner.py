@@ -220,6 +220,25 @@ def last_error_line(log: Path, limit: int = 200) -> str:
     return ""
 
 
+def reported_seconds(log: Path) -> float | None:
+    """The ``seconds`` of the last ``{"event": "summary"}`` line of a ``dtune get --json`` log."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith("{") and '"summary"' in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("event") == "summary" and isinstance(event.get("seconds"), int | float):
+                return float(event["seconds"])
+    return None
+
+
 # --- the benchmark ----------------------------------------------------------------
 
 @dataclass(slots=True)
@@ -423,7 +442,8 @@ class Bench:
                 error="; ".join(errors), server=self.cfg.server,
                 servers=[{"requests": a.requests - b.requests, "bytes": a.bytes - b.bytes}
                          for a, b in zip(after, before, strict=True)],
-                command=" ".join(cmd.argv))
+                command=" ".join(cmd.argv),
+                reported_seconds=reported_seconds(log) if spec.tool == "dtune" else None)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 
