@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FAST = ("--retries", "2", "--stall-timeout", "1", "--connect-timeout", "2")
+FAST = ("--retries", "1", "--stall-timeout", "1", "--connect-timeout", "2")
 LEFTOVER_SUFFIXES = (".dtune-part", ".dtune-journal")
 
 

@@ -192,8 +192,8 @@ CASES = [
     Case("5xx-flapping", "500, 502, 503, then the file (with --retries 3)", "exact",
          routed("urls", hs.cycle(hs.status(500), hs.status(502), hs.status(503), hs.serve),
                 check=retries_exactly(3)), args=("--retries", "3")),
-    Case("5xx-permanent", "500 to every request (--retries 2: three requests, then give up)", "fail",
-         routed("urls", hs.status(500), check=asked_times(3)), words=("500",)),
+    Case("5xx-permanent", "500 to every request (--retries 1: two requests, then give up)", "fail",
+         routed("urls", hs.status(500), check=asked_times(2)), words=("500",)),
     Case("429-retry-after-seconds", "429 with Retry-After: 2, then the file", "exact",
          routed("urls", hs.first(1, hs.status(429, {"Retry-After": "2"})), check=waited_at_least(1.9))),
     Case("503-retry-after-date", "503 with Retry-After as an HTTP-date 3 s ahead, then the file", "exact",
@@ -233,7 +233,7 @@ CASES = [
     Case("http10-cut-short", "HTTP/1.0 close-delimited body closed 1000 bytes early (size known from HEAD)",
          "fail", routed("url", hs.http10(cut_at=len(SMALL) - 1000)), words=("ended after", "size")),
     Case("closed-mid-pipeline", "40 files, the server silently closes every connection after 3 answers "
-         "with more requests pipelined behind them", "exact", closed_mid_pipeline, args=("--pp", "8")),
+         "with more requests pipelined behind them", "exact", closed_mid_pipeline, args=("--pp", "8", "--retries", "3")),
 ]
 
 
@@ -276,14 +276,11 @@ def _corrupt_source(world: World, tmp: Path) -> tuple[str, str]:
     return setup.sources[0], setup.relpath
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "dtune bug: stderr lines are wrapped at 80 columns when stderr is not a terminal. Input: a URL list "
-    "with sha-256, one flipped byte, plain mode, stderr to a pipe, no COLUMNS. Expected: the failure on one "
-    "line 'dtune: failed: f.bin: sha-256 mismatch: expected <64 hex>, got <64 hex>'. Actual: that line "
-    "split over 3 lines (and the earlier 'dtune: f.bin: ...' too), so a log reader or grep sees a reason "
-    "without its file. Where: progress.ConsoleReporter prints through rich.Console(stderr=True), which "
-    "wraps to its width (80 when no terminal)."))
-def test_a_long_failure_reason_stays_on_one_stderr_line(world: World, env: dict[str, str], tmp_path: Path) -> None:
+def test_a_long_failure_reason_stays_on_one_stderr_line(world: World, env: dict[str, str], tmp_path: Path,
+                                                        record_property: Callable[[str, object], None]) -> None:
+    record_property("tried", "a failure whose reason is longer than 80 columns (sha-256 mismatch), plain "
+                             "mode, stderr a pipe")
+    record_property("expected", "every stderr line a whole 'dtune: ...' message")
     source, relpath = _corrupt_source(world, tmp_path)
     env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     outcome = run_get(env, [source], tmp_path / "out", json_events=False)
@@ -291,13 +288,10 @@ def test_a_long_failure_reason_stays_on_one_stderr_line(world: World, env: dict[
     assert all(line.startswith("dtune: ") for line in outcome.stderr_lines), outcome.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "dtune prints a failed file's reason twice on stderr. Input: a URL list whose file always gets a "
-    "flipped byte, plain mode. Expected (the issue's contract): exit 1 with ONE stderr line naming the "
-    "file and the reason. Actual: 'dtune: f.bin: sha-256 mismatch: ...' when it fails and again "
-    "'dtune: failed: f.bin: sha-256 mismatch: ...' in the final list. Where: progress.ConsoleReporter.event "
-    "prints every 'error' event and ConsoleReporter.summary prints result.failed again."))
-def test_a_failed_file_puts_exactly_one_line_on_stderr(world: World, env: dict[str, str], tmp_path: Path) -> None:
+def test_a_failed_file_puts_exactly_one_line_on_stderr(world: World, env: dict[str, str], tmp_path: Path,
+                                                      record_property: Callable[[str, object], None]) -> None:
+    record_property("tried", "one file that fails (sha-256 mismatch), plain mode")
+    record_property("expected", "exactly one stderr line naming the file and the reason")
     source, relpath = _corrupt_source(world, tmp_path)
     outcome = run_get({**env, "COLUMNS": "4096"}, [source], tmp_path / "out", json_events=False)
     assert outcome.code == 1
