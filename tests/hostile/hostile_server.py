@@ -309,6 +309,26 @@ def http10(*, cut_at: int | None = None) -> Behaviour:
     return behaviour
 
 
+def interim(code: int, reason: str, then: Behaviour = serve) -> Behaviour:
+    """A 1xx interim response (e.g. 103 Early Hints, as CDNs send) before the real answer."""
+    async def behaviour(ctx: Ctx) -> bool:
+        ctx.writer.write(f"HTTP/1.1 {code} {reason}\r\nLink: </style.css>; rel=preload\r\n\r\n".encode())
+        return await then(ctx)
+    return behaviour
+
+
+def replaced_after(n: int, new: bytes) -> Behaviour:
+    """The file is replaced on the server (same size, new ETag) after ``n`` requests."""
+    count = [0]
+
+    async def behaviour(ctx: Ctx) -> bool:
+        count[0] += 1
+        if count[0] > n:
+            ctx.data = new
+        return await serve(ctx)
+    return behaviour
+
+
 def retry_after_date(seconds: float) -> Callable[[], dict[str, str]]:
     """A ``Retry-After`` HTTP-date ``seconds`` from now (computed when the answer is sent)."""
     return lambda: {"Retry-After": email.utils.formatdate(time.time() + seconds, usegmt=True)}

@@ -29,6 +29,7 @@ RNG = random.Random(20240601)
 BIG = RNG.randbytes(3 * 1024 * 1024 + 17)   # above split_threshold: fetched as ranges
 SMALL = RNG.randbytes(64 * 1024 + 3)        # one request
 TINY = b"twelve bytes"                      # for the drip
+NEW_BIG = RNG.randbytes(len(BIG))           # BIG after it was replaced on the server
 
 
 def sha(data: bytes) -> str:
@@ -132,6 +133,14 @@ def redirect_to_other(world: World, tmp: Path) -> Setup:
     return Setup([url_list(tmp, world.hostile.url(path), SMALL, "f.bin")], "f.bin", SMALL, path, check)
 
 
+def replaced_mid_transfer(world: World, tmp: Path) -> Setup:
+    """A 3 MiB file (size from HEAD, no checksum) replaced by another of the same size after the first range."""
+    path = f"/{tmp.name}/f.bin"
+    world.hostile.files[path] = BIG
+    world.hostile.route(path, hs.replaced_after(1, NEW_BIG))
+    return Setup([world.hostile.url(path)], "f.bin", BIG, path)
+
+
 def redirect_loop(world: World, tmp: Path) -> Setup:
     a, b = f"/{tmp.name}/f.bin", f"/{tmp.name}/g.bin"
     world.hostile.files[a] = SMALL
@@ -232,17 +241,38 @@ CASES = [
          routed("urls", hs.http10(), BIG)),
     Case("http10-cut-short", "HTTP/1.0 close-delimited body closed 1000 bytes early (size known from HEAD)",
          "fail", routed("url", hs.http10(cut_at=len(SMALL) - 1000)), words=("ended after", "size")),
+    Case("early-hints", "103 Early Hints (an interim response, as CDNs send) before the file", "exact",
+         routed("urls", hs.interim(103, "Early Hints")), marks=[pytest.mark.xfail(strict=True, reason=(
+             "dtune bug: an interim 1xx response fails the request. Input: 'HTTP/1.1 103 Early Hints' + "
+             "headers, then the normal 200. Expected (RFC 9110 section 15.2: a client MUST be able to parse "
+             "1xx responses it did not expect): the file, exit 0. Actual: exit 1, 'f.bin: ...: unexpected "
+             "interim response 103 (gave up after 1 retries)'; the same for 100 Continue, and for listings "
+             "and HEAD (same Channel). Where: http/channel.py Channel.on_headers_complete raises "
+             "ProtocolError for 100 <= status < 200 instead of skipping the interim message."))]),
+    Case("replaced-mid-transfer", "the 3 MiB file is replaced on the server (same size, new ETag) after the "
+         "first range; size from HEAD, no checksum", "one-version", replaced_mid_transfer,
+         marks=[pytest.mark.xfail(strict=True, reason=(
+             "dtune bug: ranges of two versions of a file are stitched together and reported done. Input: "
+             "a bare URL (HEAD gives the size), no checksum; after the first 206 the server answers with "
+             "another file of the same size and another ETag. Expected: the file equals one version "
+             "(restart on the ETag change, or If-Range), or exit 1 naming it. Actual: exit 0, 'file_done', "
+             "the file is the first range of the old version plus the rest of the new one. Where: "
+             "engine/core.py RangeJob._accept_partial keeps the first ETag (f.etag = f.etag or ...) but "
+             "never compares later answers with it (only a resumed file's journal_etag is compared), and "
+             "requests carry no If-Range."))]),
     Case("closed-mid-pipeline", "40 files, the server silently closes every connection after 3 answers "
          "with more requests pipelined behind them", "exact", closed_mid_pipeline, args=("--pp", "8", "--retries", "3")),
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in CASES])
 def test_hostile_response(case: Case, world: World, env: dict[str, str], tmp_path: Path,
                           record_property: Callable[[str, object], None]) -> None:
     record_property("tried", case.tried)
-    record_property("expected", "byte-exact file, exit 0" if case.expect == "exact"
-                    else "exit 1, one line naming the file and why, no final file")
+    record_property("expected", {"exact": "byte-exact file, exit 0",
+                                 "fail": "exit 1, one line naming the file and why, no final file",
+                                 "one-version": "exit 0 with one version byte-exact, or exit 1 naming the file"}
+                    [case.expect])
     setup = case.build(world, tmp_path)
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -251,6 +281,15 @@ def test_hostile_response(case: Case, world: World, env: dict[str, str], tmp_pat
         expected = {setup.relpath: setup.data} if setup.relpath else _listed(world)
         assert_exact(outcome, out, expected)
         observed = f"exit 0, byte-exact, {outcome.summary['retries']} retries"
+    elif case.expect == "one-version":
+        outcome = run_get(env, setup.sources, out, *case.args)
+        final = out / setup.relpath
+        if outcome.code == 0:
+            got = final.read_bytes()
+            assert got in (BIG, NEW_BIG), "a file that is neither version was reported done"
+            observed = f"exit 0, the {'old' if got == BIG else 'new'} version byte-exact"
+        else:
+            observed = f"exit 1: `{_short(assert_failed(outcome, out, setup.relpath, ['changed', 'size']))}`"
     else:
         outcome, plain = run_both(env, setup.sources, out, *case.args)
         assert_failed(outcome, out, setup.relpath, case.words)
