@@ -128,5 +128,5 @@ def test_dtunes_own_transfer_time_is_noted_under_the_table() -> None:
     r.reported_seconds = 2.0
     rows = summarize([r, rec("curl", "z", 4.0)])
     assert rows[0].reported_seconds == 2.0
-    assert "dtune default: its own summary reports 2.00 s of transfer in the 3.00 s wall time" \
+    assert "dtune default: its own summary reports 2.00 s of listing + transfer in the 3.00 s wall time" \
         in markdown_table(rows)

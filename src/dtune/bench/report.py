@@ -46,8 +46,8 @@ class RunRecord:
     server: str = "dtune"
     servers: list[dict[str, int]] = field(default_factory=list)
     command: str = ""
-    # dtune only: the transfer time its own summary reports (start-up and
-    # listing excluded), to tell process start-up cost from transfer speed
+    # dtune only: the time its own summary reports (listing + transfer, process
+    # start-up and exit excluded), to tell start-up cost from transfer speed
     reported_seconds: float | None = None
 
     @property
@@ -209,7 +209,7 @@ def markdown_table(rows: Sequence[SummaryRow]) -> str:
         for r in same:
             if r.reported_seconds is not None and r.seconds:
                 notes.append(f"  - {r.tool} {r.variant}: its own summary reports {r.reported_seconds:.2f} s of "
-                             f"transfer in the {r.seconds:.2f} s wall time (the rest is start-up and listing)")
+                             f"listing + transfer in the {r.seconds:.2f} s wall time (the rest is process start-up and exit)")
     return "\n".join(lines) + "\n\n" + "\n".join(notes) + "\n"
 
 

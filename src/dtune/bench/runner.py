@@ -221,7 +221,7 @@ def last_error_line(log: Path, limit: int = 200) -> str:
 
 
 def reported_seconds(log: Path) -> float | None:
-    """The ``seconds`` of the last ``{"event": "summary"}`` line of a ``dtune get --json`` log."""
+    """The ``seconds`` (listing + transfer) of the last ``{"event": "summary"}`` line of a ``dtune get --json`` log."""
     try:
         with open(log, "rb") as f:
             f.seek(max(0, os.path.getsize(log) - 65536))
