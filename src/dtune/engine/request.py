@@ -1,0 +1,232 @@
+"""One request for a byte range of a file, and what its response may do.
+
+``RangeJob`` is the exchange a ``Channel`` reports to (see ``http.channel``):
+it checks the status and ``Content-Range`` against what was asked before a
+single byte is written, writes the body with ``os.pwrite`` at the right
+offset, journals progress, and tells the engine how the request ended.
+A response that does not match the request is never written as data.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING
+
+from dtune.engine.files import FileState, disk_error
+from dtune.errors import DtuneError, HTTPError, ProtocolError
+from dtune.http.message import (
+    build_request,
+    parse_content_range,
+    parse_retry_after,
+    parse_unsatisfied_range,
+)
+
+if TYPE_CHECKING:
+    from dtune.engine.core import Engine, Lane
+
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
+
+
+class RangeJob:
+    """One request for bytes [start, end) of a file (or the whole file).
+
+    ``pos`` is where the next body byte goes; bytes in [first, pos) are on
+    disk. ``ranged`` says whether a Range header was sent.
+    """
+
+    __slots__ = ("engine", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
+                 "request", "discard", "error", "superseded", "redirected", "journaled", "status",
+                 "fd", "gen", "replica", "origin", "t_sent", "url")
+
+    def __init__(self, engine: Engine, file: FileState, lane: Lane, start: int, end: int | None,
+                 ranged: bool) -> None:
+        self.engine = engine
+        self.file = file
+        self.lane = lane
+        self.meter = lane.meter
+        self.start = start
+        self.end = end          # None: until the server says (unknown size, whole-file GET)
+        self.pos = start
+        self.first = start
+        self.ranged = ranged
+        self.discard = False
+        self.error: Exception | None = None
+        self.superseded = False   # the file no longer needs these bytes (do not give them back)
+        self.redirected = False   # give the bytes back, no penalty
+        self.journaled = start
+        self.status = 0
+        self.fd = -1
+        self.gen = file.gen       # a restarted or failed file bumps gen: stale responses are dropped
+        self.replica = lane.replica
+        source = file.sources[lane.replica]
+        self.origin = source.origin
+        self.url = source.url
+        self.t_sent = 0.0
+        self.request = build_request("GET", source.origin, source.target,
+                                     (start, end) if ranged and end is not None else None)
+
+    def describe(self) -> str:
+        f = self.file
+        if not self.ranged:
+            return f.relpath
+        return f"bytes {self.start}-{(self.end or 0) - 1} of {f.relpath}"
+
+    # ---- Exchange protocol (called by Channel) ---------------------------
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
+        self.status = status
+        try:
+            return self._accept(status, headers)
+        except DtuneError as exc:
+            self.error = exc
+            return self._discard_body(headers)
+
+    def _discard_body(self, headers: dict[str, str]) -> bool:
+        """Keep the connection if the unwanted body is small, else drop it."""
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) <= SMALL_ERROR_BODY:
+            self.discard = True
+            return True
+        self.engine._job_failed(self, self.error or ProtocolError("unwanted body"))
+        return False
+
+    def _accept(self, status: int, headers: dict[str, str]) -> bool:
+        f, engine = self.file, self.engine
+        if f.status not in ("active", "queued"):
+            self.superseded = True
+            raise ProtocolError(f"{f.relpath}: no longer wanted")
+        etag = headers.get("etag")
+        if etag and f.journal_etag and etag != f.journal_etag and status in (200, 206):
+            engine._restart_file(f, f"{f.relpath}: changed on the server since the last run")
+            self.superseded = True
+            raise ProtocolError(f"{f.relpath}: changed on the server")
+        if status == 206:
+            return self._accept_partial(headers)
+        if status == 200:
+            return self._accept_full(headers)
+        if status in REDIRECT_STATUSES and headers.get("location"):
+            engine._redirect(self, headers["location"])
+            self.redirected = True
+            raise ProtocolError("redirected")
+        retry_after = parse_retry_after(headers.get("retry-after"), time.time())
+        if status in (429, 503) or status >= 500 or status == 408:
+            raise HTTPError(f"{self.describe()}: server answered {status}", status=status,
+                            retryable=True, retry_after=retry_after)
+        if status == 416 and f.size is None and self.ranged and self.start == 0:
+            if parse_unsatisfied_range(headers.get("content-range")) == 0:
+                # the size probe of an empty file: "bytes */0" is its whole answer
+                engine._learn_size(f, 0, self)
+                f.done_zero = True
+                self.discard = True
+                return True
+        if status == 416:
+            raise HTTPError(f"{self.describe()}: server answered 416 (range not satisfiable; "
+                            f"the file is shorter than {f.size} bytes?)", status=416, retryable=False)
+        raise HTTPError(f"{f.relpath}: server answered {status}", status=status, retryable=False)
+
+    def _accept_partial(self, headers: dict[str, str]) -> bool:
+        f = self.file
+        if not self.ranged:
+            raise ProtocolError(f"{f.relpath}: server sent 206 to a request without Range")
+        cr = headers.get("content-range")
+        if cr is None:
+            raise ProtocolError(f"{self.describe()}: 206 without Content-Range")
+        start, end, total = parse_content_range(cr)
+        want_end = self.end if f.size is not None else min(self.end or 0, total or 0)
+        if start != self.start or end != want_end or total is None:
+            raise ProtocolError(f"{self.describe()}: server sent Content-Range {cr!r} "
+                                f"for Range bytes={self.start}-{(self.end or 0) - 1}", retryable=True)
+        if f.size is not None and total != f.size:
+            raise HTTPError(f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}",
+                            retryable=False)
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) != end - start):
+            raise ProtocolError(f"{self.describe()}: Content-Length {length} does not match "
+                                f"Content-Range {cr!r}")
+        if f.size is None:
+            self.end = end
+            self.engine._learn_size(f, total, self)
+        f.etag = f.etag or headers.get("etag")
+        self._open()
+        return True
+
+    def _accept_full(self, headers: dict[str, str]) -> bool:
+        f = self.file
+        length = headers.get("content-length")
+        if length is not None and not length.isdigit():
+            raise ProtocolError(f"{f.relpath}: bad Content-Length {length[:40]!r}")
+        size = int(length) if length is not None else None
+        if f.size is not None and size is not None and size != f.size:
+            raise HTTPError(f"{f.relpath}: size mismatch: expected {f.size} bytes, "
+                            f"server sends {size}", retryable=False)
+        if self.ranged or f.single_stream:
+            # The server ignored our Range header: this response carries the whole file.
+            if f.full_job is not None and f.full_job is not self:
+                self.superseded = True  # another response already streams the whole file
+                raise ProtocolError(f"{f.relpath}: duplicate whole-file response")
+            self.engine._to_single_stream(f, self)
+        if f.size is None and size is not None:
+            self.engine._learn_size(f, size, self)
+        self.start = self.first = self.pos = self.journaled = 0
+        self.end = f.size
+        self.ranged = False
+        f.etag = f.etag or headers.get("etag")
+        self._open()
+        return True
+
+    def _open(self) -> None:
+        f = self.file
+        if f.fd < 0:
+            f.open_for_write()
+        self.fd = f.fd
+
+    def on_body(self, data: bytes) -> None:
+        if self.discard:
+            return
+        if self.gen != self.file.gen:
+            raise ProtocolError(f"{self.file.relpath}: no longer wanted")
+        n = len(data)
+        pos = self.pos
+        end = self.end
+        if end is not None and pos + n > end:
+            raise ProtocolError(f"{self.describe()}: server sent more bytes than asked for")
+        try:
+            os.pwrite(self.fd, data, pos)
+        except OSError as exc:
+            raise disk_error(self.file.part_path, exc) from None
+        pos += n
+        self.pos = pos
+        self.meter.bytes += n
+        if pos - self.journaled >= self.engine.options.journal_every:
+            self.file.record(self.journaled, pos)
+            self.journaled = pos
+
+    def on_complete(self) -> None:
+        if self.discard:
+            if self.error is None:  # an answer with nothing to write (an empty file)
+                self.engine._job_done(self)
+            else:
+                self.engine._job_failed(self, self.error)
+            return
+        f = self.file
+        if self.end is None:  # whole-file stream of unknown length ended
+            self.end = self.pos
+            if f.size is None:
+                self.engine._learn_size(f, self.pos, self)
+        if self.pos != self.end:
+            self.engine._job_failed(self, ProtocolError(
+                f"{self.describe()}: response ended after {self.pos - self.first} of "
+                f"{self.end - self.first} bytes"))
+            return
+        self.engine._job_done(self)
+
+    def on_error(self, exc: Exception) -> None:
+        self.engine._job_failed(self, exc)
+
+    def save_progress(self) -> None:
+        """Journal what this request wrote (called once it ends, either way)."""
+        if (self.pos > self.journaled and self.status in (200, 206) and not self.discard
+                and self.gen == self.file.gen):
+            self.file.record(self.journaled, self.pos)
+            self.journaled = self.pos
