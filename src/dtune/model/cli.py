@@ -84,6 +84,16 @@ def positive_float(value: str) -> float:
     return x
 
 
+def degree_list(value: str) -> tuple[int, ...]:
+    try:
+        degrees = tuple(sorted({int(x) for x in value.split(",") if x.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a list of degrees like 2,3,4") from None
+    if not degrees or not all(1 <= d <= 6 for d in degrees):
+        raise argparse.ArgumentTypeError(f"{value}: degrees must be between 1 and 6")
+    return degrees
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     m = sub.add_parser("model", help="build the decision-tree model from the history, and query it",
@@ -104,6 +114,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a node with at most N logs is a leaf (default 100, the reference value)")
     b.add_argument("--cut-number", type=argtypes.positive, metavar="N",
                    help="equal-width intervals per cut (default 8, the reference value)")
+    b.add_argument("--degrees", type=degree_list, metavar="D,D,...",
+                   help="polynomial degrees tried for the surfaces, lowest first (default 2,3,4, the "
+                        "reference's; a small log wants fewer terms than logs per leaf, e.g. 1,2)")
     b.add_argument("--json", action="store_true", help="print the build times as one JSON object")
     b.set_defaults(func=run_build)
 
@@ -205,8 +218,8 @@ def run_build(args: argparse.Namespace) -> int:
     rows, dropped, kind = clean_rows(rows)
     if not rows:
         raise DtuneError(f"model build: {source}: no usable rows (of {total})")
-    settings = {k: v for k, v in (("leaf_threshold", args.leaf_threshold), ("cut_number", args.cut_number))
-                if v is not None}
+    settings = {k: v for k, v in (("leaf_threshold", args.leaf_threshold), ("cut_number", args.cut_number),
+                                  ("degrees", args.degrees)) if v is not None}
     t0 = time.perf_counter()
     try:
         model = Model(**settings).fit(rows)
@@ -242,7 +255,8 @@ def run_build(args: argparse.Namespace) -> int:
     print(f"  {bt['logs']:>6}  {bt['tree_di_s']:>13.4f}  {bt['tree_sd_s']:>13.4f}  {bt['trees_s']:>8.4f}  "
           f"{bt['tables']:>6}  {bt['tables_s']:>8.3f}")
     print(f"  nodes: tree 1 {len(model.tree_di_.nodes_)}, tree 2 {len(model.tree_sd_.nodes_)}; "
-          f"cut number {model.cut_number}, leaf threshold {model.leaf_threshold}")
+          f"cut number {model.cut_number}, leaf threshold {model.leaf_threshold}, "
+          f"surface degrees {','.join(str(d) for d in model.degrees)}")
     print()
     print(f"saved {out}")
     return 0
