@@ -70,8 +70,11 @@ def read_report(report: Path) -> list[Row]:
     return rows
 
 
+_TMP = re.compile(r"/tmp/pytest-of-[^/]+/pytest-\d+/")
+
+
 def _cell(text: str, limit: int = 400) -> str:
-    text = " ".join(text.split()).replace("|", "\\|")
+    text = _TMP.sub("$TMP/", " ".join(text.split())).replace("|", "\\|")
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

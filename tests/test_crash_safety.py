@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest
 from fakeserver import Nginx, Unavailable, public_dir
+from hostile.harness import child_env
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
 from dtune.engine.ranges import RangeSet
@@ -47,11 +48,6 @@ SIZE = 8 * MIB
 TOTAL = FILES * SIZE
 CC, P, PP = 4, 2, 2                  # at most CC·P·PP = 16 requests in flight
 RATE = "3m"                          # nginx limit_rate per connection: 8 connections → ~24 MiB/s, ~7 s
-
-
-def child_env(home: Path) -> dict[str, str]:
-    return {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_CONFIG_HOME": str(home / "config"), "PYTHONUNBUFFERED": "1", "COLUMNS": "4096"}
 
 
 @pytest.fixture

