@@ -253,7 +253,7 @@ def write_plots(out: Path, rows: Sequence[SummaryRow], title: str) -> list[Path]
                 hi.append((row.mbps_max or row.mbps) - row.mbps)
                 colors.append("tab:blue" if row.tool == "dtune" else "tab:gray")
             bars = ax.bar(xs, ys, width * 0.9, yerr=[lo, hi], capsize=3, color=colors,
-                          alpha=1.0 - 0.5 * j / max(1, len(links)), label=link)
+                          hatch=("", "//", "..", "xx")[j % 4], edgecolor="white", label=link)
             ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=2)
         ax.set_xticks(range(len(labels)), labels, fontsize=8)
         ax.set_ylabel("median Mbit/s (verified runs; whiskers: min–max)")
