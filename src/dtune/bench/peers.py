@@ -20,8 +20,8 @@ rclone   ``copy :http:`` of the HTML listing            tree
 =======  =============================================  ======================
 
 Only dtune and aria2c use several servers (aria2c by default, dtune with
-``mirrors = true``, which until multi-source lands only passes ``--mirror``);
-the rest fetch from the first server.
+``mirrors = true``: the other servers' URLs as ``--mirror``); the rest fetch
+from the first server.
 """
 
 from __future__ import annotations

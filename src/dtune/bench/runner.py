@@ -155,7 +155,8 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float) -> ClientResult:
+def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float,
+               env: dict[str, str] | None = None) -> ClientResult:
     """Run ``argv`` in the client namespace; wall and CPU seconds from ``os.wait4``.
 
     ``ip netns exec`` execs the command in place, so the pid is the tool's and
@@ -166,7 +167,7 @@ def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, 
     with open(log, "wb") as logf:
         start = time.perf_counter()
         proc = tb.popen("client", argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                        cwd=cwd)
+                        cwd=cwd, env=env)
 
         def expire() -> None:
             timed_out.set()
@@ -419,7 +420,11 @@ class Bench:
                 (listdir / name).write_text(text)
             before = [s.counters() for s in servers]
             log = rundir / "client.log"
-            result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s)
+            # dtune records every transfer in its history, as it does for a user, but
+            # into a private database that goes with the working directory: benchmark
+            # runs must not land in the history the tuners learn from
+            env = dict(os.environ, DTUNE_HISTORY=str(rundir.parent / "dtune-history.db"))
+            result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env)
             expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
             verdict = verify_output(expected, ds.digests)
             extra = extra_files(outdir, expected.values())
