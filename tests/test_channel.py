@@ -203,8 +203,19 @@ def test_close_with_a_reason_reports_it_to_the_head_and_innocence_to_the_rest() 
     in_memory(check)
 
 
+def test_interim_1xx_answers_are_skipped_and_the_final_response_belongs_to_the_request() -> None:
+    def check(ch: Channel, tr: MemoryTransport) -> None:
+        ex = Recorder()
+        ch.send(ex)
+        ch.data_received(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+                         b"HTTP/1.1 100 Continue\r\n\r\n" + response(b"body"))
+        assert ex.outcome == "complete" and ex.status == 200 and ex.body == b"body"
+        assert ch.usable and ch.in_flight == 0
+    in_memory(check)
+
+
 @pytest.mark.parametrize(("data", "why"), [
-    (b"HTTP/1.1 100 Continue\r\n\r\n", "interim response"),
+    (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n", "protocol switch"),
     (b"HTTP/1.1 200 OK\r\n" + b"X-Big: " + b"y" * 70_000 + b"\r\n\r\n", "too large"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc", "malformed"),
     (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "malformed"),

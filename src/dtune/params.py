@@ -79,6 +79,7 @@ class EngineOptions:
     backoff_max: float = 30.0
     retry_after_max: float = 300.0    # longest Retry-After we honour
     max_redirects: int = 5
+    max_restarts: int = 3             # the file changed on the server this often: give up on it
     journal_every: int = 1 * MIB      # journal progress inside a range at least this often (resume granularity)
     sync_interval: float = 5.0        # seconds between fdatasync of open part files and journals
     replica_failures: int = 3         # consecutive failures that bench a replica (multi-source)

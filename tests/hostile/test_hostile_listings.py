@@ -328,15 +328,6 @@ def test_a_manifest_that_is_not_json_is_one_clear_error(
     record_property("observed", f"exit 1: `{line}`")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "dtune bug: when a listing (or the HEAD of a file URL) gets no answer, stderr holds asyncio's "
-    "'Future exception was never retrieved' report besides the one-line error. Input: a directory URL "
-    "whose server reads the request and never answers, --connect-timeout 2 --stall-timeout 1. Expected: "
-    "exit 1 and one line 'dtune: GET URL: URL: no response within 3 s'. Actual: that line, then 'Future "
-    "exception was never retrieved', 'future: <Future finished exception=ConnectionClosed(...)>' and "
-    "'dtune.http.channel.ConnectionClosed: ...: connection closed'. Where: http/client.py Fetcher._once "
-    "closes the channel after the timeout, which sets an exception on the shielded _Collect.done future "
-    "that nothing awaits any more."))
 @pytest.mark.parametrize("what", ["listing", "head"])
 def test_a_source_that_never_answers_is_one_clear_line(
         what: str, world: World, env: dict[str, str], tmp_path: Path,

@@ -243,24 +243,9 @@ CASES = [
     Case("http10-cut-short", "HTTP/1.0 close-delimited body closed 1000 bytes early (size known from HEAD)",
          "fail", routed("url", hs.http10(cut_at=len(SMALL) - 1000)), words=("ended after", "size")),
     Case("early-hints", "103 Early Hints (an interim response, as CDNs send) before the file", "exact",
-         routed("urls", hs.interim(103, "Early Hints")), marks=[pytest.mark.xfail(strict=True, reason=(
-             "dtune bug: an interim 1xx response fails the request. Input: 'HTTP/1.1 103 Early Hints' + "
-             "headers, then the normal 200. Expected (RFC 9110 section 15.2: a client MUST be able to parse "
-             "1xx responses it did not expect): the file, exit 0. Actual: exit 1, 'f.bin: ...: unexpected "
-             "interim response 103 (gave up after 1 retries)'; the same for 100 Continue, and for listings "
-             "and HEAD (same Channel). Where: http/channel.py Channel.on_headers_complete raises "
-             "ProtocolError for 100 <= status < 200 instead of skipping the interim message."))]),
+         routed("urls", hs.interim(103, "Early Hints"))),
     Case("replaced-mid-transfer", "the 3 MiB file is replaced on the server (same size, new ETag) after the "
-         "first range; size from HEAD, no checksum", "one-version", replaced_mid_transfer,
-         marks=[pytest.mark.xfail(strict=True, reason=(
-             "dtune bug: ranges of two versions of a file are stitched together and reported done. Input: "
-             "a bare URL (HEAD gives the size), no checksum; after the first 206 the server answers with "
-             "another file of the same size and another ETag. Expected: the file equals one version "
-             "(restart on the ETag change, or If-Range), or exit 1 naming it. Actual: exit 0, 'file_done', "
-             "the file is the first range of the old version plus the rest of the new one. Where: "
-             "engine/core.py RangeJob._accept_partial keeps the first ETag (f.etag = f.etag or ...) but "
-             "never compares later answers with it (only a resumed file's journal_etag is compared), and "
-             "requests carry no If-Range."))]),
+         "first range; size from HEAD, no checksum", "one-version", replaced_mid_transfer),
     Case("closed-mid-pipeline", "40 files, the server silently closes every connection after 3 answers "
          "with more requests pipelined behind them", "exact", closed_mid_pipeline, args=("--pp", "8", "--retries", "3")),
 ]

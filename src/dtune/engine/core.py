@@ -676,12 +676,21 @@ class Engine:
         return any(r != replica for r in in_service)
 
     def _restart_file(self, f: FileState, reason: str) -> None:
-        """The source changed under a resumed file: forget its journal and start over."""
+        """The source changed under the file: forget every byte of it and start over."""
+        f.restarts += 1
+        if f.restarts > self.options.max_restarts:
+            self._fail_file(f, f"{reason}; it keeps changing ({f.restarts} versions seen)")
+            return
         f.journal_etag = None
+        f.etag = None
+        for source in f.sources:
+            source.etag = None
         f.gen += 1
         f.close_files()
         f.done = type(f.done)()
         f.resumed = 0
+        f.single_stream = False
+        f.full_job = None
         f.plan()
         self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=reason + "; starting it over")
 

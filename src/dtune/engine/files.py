@@ -38,10 +38,11 @@ def disk_error(path: str, exc: OSError) -> DiskError:
 class Source:
     """One URL of a file: the primary or a mirror (replica)."""
 
-    __slots__ = ("url", "origin", "target")
+    __slots__ = ("url", "origin", "target", "etag")
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.etag: str | None = None  # the validator its first answer carried
         self.origin: Origin
         self.origin, self.target = split_url(url)
 
@@ -86,6 +87,7 @@ class FileState:
         self.resumed = 0
         self.done_zero = False              # a zero-length file's response has completed
         self.gen = 0                        # bumped when the file restarts or fails
+        self.restarts = 0                   # times the source changed under us
         # a file fetched in one request has no journal (and no preallocation): if the
         # transfer dies, all of it was in flight anyway; the engine sets this per size
         self.journaled = True

@@ -97,10 +97,21 @@ class RangeJob:
             self.superseded = True
             raise ProtocolError(f"{f.relpath}: no longer wanted")
         etag = headers.get("etag")
-        if etag and f.journal_etag and etag != f.journal_etag and status in (200, 206):
-            engine._restart_file(f, f"{f.relpath}: changed on the server since the last run")
-            self.superseded = True
-            raise ProtocolError(f"{f.relpath}: changed on the server")
+        if etag and status in (200, 206):
+            # Every answer's validator must match the first one seen from this source (or the
+            # journal's, for a resumed file): bytes of two versions are never stitched together.
+            source = f.sources[self.replica]
+            known = source.etag if source.etag is not None else (
+                f.journal_etag if self.replica == 0 else None)
+            if known is not None and etag != known:
+                when = "during the transfer" if source.etag is not None else "since the last run"
+                engine._restart_file(f, f"{f.relpath}: changed on the server {when} "
+                                        f"(ETag {known} → {etag})")
+                self.superseded = True
+                raise ProtocolError(f"{f.relpath}: changed on the server")
+            source.etag = etag
+            if self.replica == 0 and f.etag is None:
+                f.etag = etag  # recorded in the journal header
         if status == 206:
             return self._accept_partial(headers)
         if status == 200:
@@ -147,7 +158,6 @@ class RangeJob:
         if f.size is None:
             self.end = end
             self.engine._learn_size(f, total, self)
-        f.etag = f.etag or headers.get("etag")
         self._open()
         return True
 
@@ -171,7 +181,6 @@ class RangeJob:
         self.start = self.first = self.pos = self.journaled = 0
         self.end = f.size
         self.ranged = False
-        f.etag = f.etag or headers.get("etag")
         self._open()
         return True
 

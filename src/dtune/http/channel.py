@@ -66,6 +66,7 @@ class Channel(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._header_bytes = 0
         self._close_delimited = False
+        self._interim = False  # the message being parsed is a 1xx interim answer
         self._closing = False  # server said Connection: close, or we gave up on it
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
@@ -165,8 +166,13 @@ class Channel(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
+        if status == 101:
+            raise ProtocolError(f"{self.origin}: unexpected protocol switch (101)")
         if 100 <= status < 200:
-            raise ProtocolError(f"{self.origin}: unexpected interim response {status}")
+            # Interim answer (100 Continue, 103 Early Hints): RFC 9110 §15.2 says to read on;
+            # the real response for the same request follows.
+            self._interim = True
+            return
         headers = self._headers
         if not self._parser.should_keep_alive():
             self._closing = True
@@ -181,11 +187,16 @@ class Channel(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self.bytes_in += len(body)
+        if self._interim:
+            return
         current = self._current
         if current is not None:
             current.on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._interim:
+            self._interim = False  # the request still waits for its final answer
+            return
         current, self._current = self._current, None
         if current is None:
             return

@@ -98,6 +98,7 @@ class Fetcher:
                 await asyncio.wait_for(asyncio.shield(ex.done), self.timeout)
                 break
             except TimeoutError:
+                ex.done.cancel()  # nobody will await it: closing must not park an exception on it
                 channel.close()
                 raise HTTPError(f"{url}: no response within {self.timeout:g} s") from None
             except ConnectionClosed:
