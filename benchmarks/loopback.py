@@ -24,7 +24,9 @@ and server CPU, syscalls, disk writes into the page cache), not a network.
    and after (the rest is "other CPU": other work, kernel write-back). A
    ``sync`` timed right after the client exits gives "seconds until the
    bytes are on disk": dtune get fsyncs each file itself, aria2c and curl
-   do not, so both times are reported.
+   do not, so both times are reported. With dtune serve, its counters give
+   the bytes the server sent per run (more than the dataset when a client
+   probes or fetches a range twice).
 5. Every run's output is verified (exit status, exact file set, sizes,
    SHA-256 against the source). A run with wrong output is reported as failed
    and its time is not used.
@@ -350,6 +352,14 @@ def start_dtune_serve(dtune: Sequence[str], data_root: Path, work: Path) -> Serv
             return Server("dtune", f"http://127.0.0.1:{port}/", proc, log)
 
 
+def _bytes_sent(server: Server) -> int | None:
+    """dtune serve's ``bytes_sent`` counter (its stats requests are not counted); None for nginx."""
+    if server.name != "dtune":
+        return None
+    stats = _dtune_serve_stats(server)
+    return stats.get("bytes_sent") if stats else None
+
+
 def _dtune_serve_stats(server: Server) -> dict | None:
     try:
         with urllib.request.urlopen(server.base_url + ".well-known/dtune/stats", timeout=5) as r:
@@ -490,6 +500,8 @@ class Record:
     loadavg_before: float | None = None
     # a system-wide sync right after the client exited: seconds + sync_seconds = until on disk
     sync_seconds: float | None = None
+    # body bytes the server sent during the run (dtune serve's counters; None for nginx)
+    server_bytes_sent: int | None = None
     exit_code: int | None = None
     error: str | None = None
     command: str = ""
@@ -527,6 +539,7 @@ def run_once(v: Variant, server: Server, ds: Dataset, run: int, work: Path, list
         log = run_dir / "client.log"
         with open(log, "wb") as logf:
             rec.loadavg_before = os.getloadavg()[0]
+            sent0 = _bytes_sent(server)
             server_cpu0, machine0 = server.cpu_seconds(), _machine_busy_seconds()
             t0 = time.perf_counter()
             proc = _spawn(argv, cwd=run_dir, env=_client_env(run_dir), stdin=subprocess.DEVNULL, stdout=logf,
@@ -539,6 +552,7 @@ def run_once(v: Variant, server: Server, ds: Dataset, run: int, work: Path, list
                 timer.cancel()
             seconds = time.perf_counter() - t0
             server_cpu = server.cpu_seconds() - server_cpu0
+            sent1 = _bytes_sent(server)
             machine = _machine_busy_seconds() - machine0
             proc.returncode = os.waitstatus_to_exitcode(status)
             _live.pop(proc.pid, None)
@@ -561,6 +575,7 @@ def run_once(v: Variant, server: Server, ds: Dataset, run: int, work: Path, list
             rec.server_cpu_seconds = server_cpu
             rec.other_cpu_seconds = max(0.0, machine - server_cpu - rec.cpu_seconds)
             rec.sync_seconds = sync_seconds
+            rec.server_bytes_sent = sent1 - sent0 if sent0 is not None and sent1 is not None else None
     finally:
         if proc is not None and proc.pid in _live:  # interrupted while the client ran
             _stop(proc, grace=1.0)
@@ -627,6 +642,8 @@ def summarize(records: list[Record], order: list[tuple[str, str, str, str]]) -> 
             "cpu_per_gb": cpu / (nbytes / 1e9) if cpu is not None and nbytes else None,
             "server_cpu_seconds": _median([r.server_cpu_seconds for r in ok if r.server_cpu_seconds is not None]),
             "other_cpu_seconds": _median([r.other_cpu_seconds for r in ok if r.other_cpu_seconds is not None]),
+            "sent_per_byte": _ratio(_median([r.server_bytes_sent for r in ok if r.server_bytes_sent is not None]),
+                                    nbytes),
         }
     for (ds, _srv, _tool, _var), row in rows.items():
         if ds not in TRANSFER_DATASETS:  # the start-up baseline: seconds and CPU s are what matter
@@ -669,7 +686,7 @@ COLUMNS = [("dataset", "dataset"), ("server", "server"), ("tool", "tool"), ("var
            ("cpu_seconds", "CPU s"), ("cpu_per_gb", "CPU s/GB"), ("server_cpu_seconds", "srv CPU s"),
            ("other_cpu_seconds", "other CPU s"), ("time_vs_aria2c", "t/aria2c"),
            ("durable_vs_aria2c", "t+sync/aria2c"), ("cpu_gb_vs_aria2c", "CPU/GB /aria2c"),
-           ("serve_vs_nginx", "serve/nginx")]
+           ("serve_vs_nginx", "serve/nginx"), ("sent_per_byte", "sent/size")]
 
 
 def _fmt(key: str, v) -> str:
@@ -678,7 +695,7 @@ def _fmt(key: str, v) -> str:
     if isinstance(v, float):
         if key == "mbps":
             return f"{v:.0f}"
-        if key in ("time_vs_aria2c", "durable_vs_aria2c", "cpu_gb_vs_aria2c", "serve_vs_nginx"):
+        if key in ("time_vs_aria2c", "durable_vs_aria2c", "cpu_gb_vs_aria2c", "serve_vs_nginx", "sent_per_byte"):
             return f"{v:.2f}"
         return f"{v:.2f}" if v < 100 else f"{v:.0f}"
     return str(v)
