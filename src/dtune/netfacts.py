@@ -166,7 +166,7 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
             how["rtt"] = "measured" if measured[0] is not None else "assumed"
         if bandwidth is None:
             bandwidth = ASSUMED_BANDWIDTH
-            how["bandwidth"] = "assumed (each replica is measured by its MDTP probe range)"
+            how["bandwidth"] = "assumed"  # each replica is measured by its own MDTP probe ranges
     if rtt is None:
         rtt = await measure_rtt(url)
         how["rtt"] = "measured" if rtt is not None else "assumed"

@@ -12,12 +12,28 @@ ties them together; see ``docs/model.md``.
     model.save("model.json"); Model.load("model.json")
 """
 
-from dtune.model.columns import COLUMNS, KEYS, OUTCOMES, THETA, LogTable, as_table
-from dtune.model.core import Answer, Match, Model
-from dtune.model.search import SLAS, Theta
-from dtune.model.surface import Design, Surface, fit_surface
-from dtune.model.table import LookupTable, TableEntry
-from dtune.model.tree import DecisionSearchTree, Node, TreeMatch, diversity_index, standard_deviation
+import importlib
+
+# Names are loaded on first use (PEP 562): importing ``dtune.model.cli`` for the
+# command line must not pull in numpy and scikit-learn for every dtune command.
+_WHERE = {
+    **dict.fromkeys(("COLUMNS", "KEYS", "OUTCOMES", "THETA", "LogTable", "as_table"), "columns"),
+    **dict.fromkeys(("Answer", "Match", "Model"), "core"),
+    **dict.fromkeys(("SLAS", "Theta"), "search"),
+    **dict.fromkeys(("Design", "Surface", "fit_surface"), "surface"),
+    **dict.fromkeys(("LookupTable", "TableEntry"), "table"),
+    **dict.fromkeys(("DecisionSearchTree", "Node", "TreeMatch", "diversity_index", "standard_deviation"),
+                    "tree"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'dtune.model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"dtune.model.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "COLUMNS", "KEYS", "OUTCOMES", "SLAS", "THETA",
