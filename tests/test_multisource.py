@@ -89,6 +89,15 @@ def test_window_limited_replicas_climb_and_step_back_when_it_does_not_pay():
     assert lanes == {0: 2, 1: 1}                 # frozen until something changes
 
 
+def test_share_is_speed_relative_to_the_fastest_replica():
+    sizer = MdtpSizer(SMALL_K)
+    assert sizer.share(0) == 0.0                      # not measured yet: only its probe
+    sizer.observe(0, 1, 4 * MIB, 1.0, 1.0)
+    sizer.observe(1, 2, 1 * MIB, 1.0, 1.0)
+    assert sizer.share(0) == 1.0 and sizer.share(1) == 0.25
+    assert StaticChunks().share(1) == 1.0
+
+
 def test_static_chunks_are_equal():
     chunks = StaticChunks(1 * MIB)
     assert [chunks.size(r, 10 * MIB, 0.0) for r in range(3)] == [MIB] * 3
@@ -137,6 +146,31 @@ def test_every_replica_serves_bytes_in_proportion_and_no_byte_is_fetched_twice(t
     assert share[0] > share[2], share                     # the fastest served more than the slowest
     sources = result.snapshot.sources
     assert len(sources) == 3 and all(v.bytes > 0 and v.requests > 0 for v in sources.values())
+
+
+def test_a_slow_replica_keeps_a_short_pipeline_of_whole_files(tmp_path: Path):
+    files = {f"/s{i:02d}.bin": random.Random(i).randbytes(200 * KIB) for i in range(40)}
+    servers = [FakeServer(files, rate=r).start() for r in (4 * MIB, 256 * KIB)]
+    specs = [FileSpec(url=servers[0].url(p), relpath=p.lstrip("/"), size=len(d),
+                      mirrors=[servers[1].url(p)]) for p, d in files.items()]
+    out = tmp_path / "out"
+
+    async def main():
+        params = Params(cc=2, p=2, pp=8).spread([1, 1])
+        engine = Engine(specs, [out / s.relpath for s in specs], params, options=FAST)
+        engine.range_policy = MdtpSizer(SMALL_K)
+        return await asyncio.wait_for(engine.run(), 60)
+
+    try:
+        result = run_async(main())
+    finally:
+        for s in servers:
+            s.stop()
+    assert result.ok
+    assert all((out / p.lstrip("/")).read_bytes() == d for p, d in files.items())
+    slow_files = {r.path for r in servers[1].requests if r.method == "GET" and r.sent}
+    # 16× slower: once measured, its lanes keep one request in flight, so it serves a few files only
+    assert 0 < len(slow_files) <= 12, len(slow_files)
 
 
 def test_a_replica_that_dies_mid_transfer_leaves_an_exact_file(tmp_path: Path):

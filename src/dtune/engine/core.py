@@ -74,6 +74,7 @@ class RangePolicy(Protocol):
     def size(self, replica: int, unassigned: int, now: float) -> int | None: ...
     def observe(self, replica: int, lane: int, nbytes: int, seconds: float, now: float) -> None: ...
     def forget(self, replica: int) -> None: ...
+    def share(self, replica: int) -> float: ...   # its speed relative to the fastest (1.0 = fastest)
 
 
 class StallError(HTTPError):
@@ -394,9 +395,22 @@ class Engine:
                 self.acct.open_channels -= 1
             self._drop_lane(lane)
 
+    def _pipeline(self, lane: Lane) -> int:
+        """Requests this lane may keep in flight: pp, scaled down for slower replicas.
+
+        With several replicas a slow one must not hoard whole files in its
+        pipeline (the transfer would end waiting on it): its lanes get
+        ``pp × its throughput / the fastest's``, at least 1.
+        """
+        pp = lane.group.partition.params.pp
+        policy = self.range_policy
+        if policy is None or self._replica_count < 2:
+            return pp
+        share = policy.share(lane.replica)
+        return pp if share >= 1.0 else max(1, round(pp * share))
+
     async def _fill(self, lane: Lane) -> None:
-        part = lane.group.partition
-        while lane.outstanding < part.params.pp and not lane.retiring:
+        while lane.outstanding < self._pipeline(lane) and not lane.retiring:
             job = self._next_job(lane)
             if job is None:
                 return

@@ -103,6 +103,17 @@ class MdtpSizer:
             size = unassigned * self.thr_[replica] / capacity
         return int(min(unassigned, max(k.min_range, size)))
 
+    def share(self, replica: int) -> float:
+        """This replica's per-connection speed relative to the fastest.
+
+        0.0 until its first range finishes: an unmeasured replica holds only
+        its probe, never a pipeline full of whole files.
+        """
+        th = self.thr_.get(replica)
+        if th is None:
+            return 0.0
+        return th / max(self.thr_.values())
+
     # ---- what the tuner and reports read -----------------------------------------
     def large_range(self, replica: int) -> int:
         th = self.thr_.get(replica, 0.0)
@@ -172,3 +183,6 @@ class StaticChunks:
 
     def size(self, replica: int, unassigned: int, now: float) -> int | None:
         return min(self.chunk, unassigned)
+
+    def share(self, replica: int) -> float:
+        return 1.0  # the baseline does not adapt
