@@ -91,9 +91,10 @@ def _reason(row: Row) -> str:
 def render(rows: list[Row], when: str, commit: str) -> str:
     bugs = list(dict.fromkeys(_reason(r) for r in rows if r.verdict == "bug"))  # one entry per distinct bug
     counts = {v: sum(1 for r in rows if r.verdict == v) for v in ("pass", "bug", "FAILED", "skipped")}
+    found = (f"{counts['bug']} show {len(bugs)} open dtune bugs (xfail, listed below the tables)" if bugs
+             else "no open dtune bug")
     out = [BEGIN, "",
-           f"Generated {when} at commit `{commit}`: {len(rows)} cases — {counts['pass']} behaved, "
-           f"{counts['bug']} show {len(bugs)} dtune bugs (xfail, listed below the tables), "
+           f"Generated {when} at commit `{commit}`: {len(rows)} cases — {counts['pass']} behaved, {found}, "
            f"{counts['FAILED']} unexpected failures, {counts['skipped']} skipped.", ""]
     for group in dict.fromkeys(r.group for r in rows):
         out += [f"#### {group}", "", "| # | what was tried | expected | what happened | verdict |",

@@ -329,6 +329,22 @@ def replaced_after(n: int, new: bytes) -> Behaviour:
     return behaviour
 
 
+def flapping_etag(tags: tuple[str, ...]) -> Behaviour:
+    """The same bytes, but each answer carries the next ETag of ``tags`` in turn (as behind a load
+    balancer whose nodes derive ETags from inode numbers)."""
+    count = [0]
+
+    async def behaviour(ctx: Ctx) -> bool:
+        status_, start, end, headers = ctx.plan()
+        assert ctx.data is not None
+        headers["ETag"] = tags[count[0] % len(tags)]
+        count[0] += 1
+        ctx.head(status_, {**headers, "Content-Length": str(end - start)})
+        ctx.writer.write(ctx.data[start:end])
+        return True
+    return behaviour
+
+
 def retry_after_date(seconds: float) -> Callable[[], dict[str, str]]:
     """A ``Retry-After`` HTTP-date ``seconds`` from now (computed when the answer is sent)."""
     return lambda: {"Retry-After": email.utils.formatdate(time.time() + seconds, usegmt=True)}
