@@ -23,6 +23,7 @@ RTT_SAMPLES = 5
 PROBE_SECONDS = 1.5
 PROBE_WARMUP = 0.5                # slow start: only bytes after this count
 PROBE_MIN_DATASET = 1 << 30       # below this the probe would cost more than it can save
+PROBE_SHARE = 20                  # the probe never discards more than 1/20 of the dataset's bytes
 PROBE_STREAMS = 16                # enough to fill 1 Gbit/s·40 ms with 512 KiB buffers
 PROBE_RANGE = 4 << 20
 
@@ -103,15 +104,20 @@ class _Sink:
 
 
 async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS,
-                          streams: int = PROBE_STREAMS) -> float | None:
+                          streams: int = PROBE_STREAMS, max_bytes: int | None = None) -> float | None:
     """Bytes/s reached by ``streams`` parallel range requests on one file for ``seconds``.
 
-    The bytes are discarded: the probe costs about ``seconds`` of link time.
+    The bytes are discarded: the probe costs at most ``seconds`` of link time
+    and at most ``max_bytes`` (on a fast path the time alone could fetch
+    more than the whole dataset).
     """
     origin, target = split_url(url)
     loop = asyncio.get_running_loop()
     counter = [0]
-    stop = loop.time() + seconds
+    start = loop.time()
+    stop = start + seconds
+    marks: list[tuple[float, int]] = []  # (time, bytes so far) at each finished range
+    piece = PROBE_RANGE if max_bytes is None else max(64 << 10, min(PROBE_RANGE, max_bytes // (2 * streams)))
 
     async def stream(i: int) -> None:
         try:
@@ -119,9 +125,9 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
         except HTTPError:
             return
         try:
-            offset = (i * PROBE_RANGE) % max(size - PROBE_RANGE, 1)
-            while loop.time() < stop:
-                end = min(size, offset + PROBE_RANGE)
+            offset = (i * piece) % max(size - piece, 1)
+            while loop.time() < stop and (max_bytes is None or counter[0] < max_bytes):
+                end = min(size, offset + piece)
                 done = loop.create_future()
                 channel.send(_Sink(build_request("GET", origin, target, (offset, end)), counter, done))
                 try:
@@ -130,20 +136,20 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
                     return
                 if not ok or not channel.usable:
                     return
+                marks.append((loop.time(), counter[0]))
                 offset = end if end < size else 0
         finally:
             channel.close()
 
-    async def mark() -> tuple[float, int]:
-        await asyncio.sleep(min(PROBE_WARMUP, seconds / 2))
-        return loop.time(), counter[0]
-
-    marker = asyncio.create_task(mark())
     await asyncio.gather(*(stream(i) for i in range(streams)))
-    t0, b0 = await marker
-    elapsed = loop.time() - t0
-    moved = counter[0] - b0
-    return moved / elapsed if moved > 0 and elapsed > 0 else None
+    if len(marks) < 2:
+        return None
+    # skip slow start: measure from the first range finished after the warm-up, if the probe
+    # lasted that long, else from the first finished range
+    later = [m for m in marks if m[0] >= start + PROBE_WARMUP]
+    t0, b0 = later[0] if len(later) >= 2 else marks[0]
+    t1, b1 = marks[-1]
+    return (b1 - b0) / (t1 - t0) if t1 > t0 and b1 > b0 else None
 
 
 async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float | None = None,
@@ -182,7 +188,7 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
     if bandwidth is None:
         # Probing costs ~1.5 s of link time: only worth it for datasets that take longer.
         if largest >= 8 * PROBE_RANGE and total >= PROBE_MIN_DATASET:
-            bandwidth = await probe_bandwidth(url, largest)
+            bandwidth = await probe_bandwidth(url, largest, max_bytes=total // PROBE_SHARE)
         how["bandwidth"] = "measured" if bandwidth else "assumed"
         bandwidth = bandwidth or ASSUMED_BANDWIDTH
     else:
