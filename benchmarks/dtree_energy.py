@@ -59,7 +59,21 @@ DTUNE_TOOLS = {
     "dtree-energy": ["--tuner", "dtree", "--sla", "min-energy"],
     "ditacchio-max": ["--tuner", "ditacchio-max"],
     "ditacchio-energy": ["--tuner", "ditacchio-energy"],
+    # diagnostic: the model's own max-throughput answer (Algorithm 2, no table, no re-tune) run as fixed θ
+    "dtree-answer": ["--tuner", "static"],
 }
+_MODELS: dict[str, Any] = {}
+
+
+def model_answer(model: str, files: list[tuple[str, int]], profile) -> Any:
+    """θ that ``Model.answer`` gives for this dataset on this profile (nominal RTT), max-throughput."""
+    from dtune.model import Model
+    if model not in _MODELS:
+        _MODELS[model] = Model.load(model)
+    sizes = [s for _, s in files]
+    attrs = {"avg_file_size": sum(sizes) / len(sizes), "file_count": len(sizes), "rtt": profile.rtt_ms,
+             "buf": profile.tcp_buffer, "bandwidth": profile.rate_mbit}
+    return _MODELS[model].answer(attrs, "max-throughput").theta
 PEERS = ("curl", "wget")
 
 
@@ -75,6 +89,8 @@ class Experiment:
     port: int = 8080
     tools: list[str] = field(default_factory=lambda: [*DTUNE_TOOLS, *PEERS])
     floor_fraction: float = 0.4
+    throttled: list[dict] = field(default_factory=list)   # runs on a link slower than the tuners are told
+    answer_runs: int = 2          # diagnostic part "answer": the model's answer as fixed θ, next to the tuners
 
 
 def load(path: Path) -> Experiment:
@@ -90,7 +106,7 @@ def load(path: Path) -> Experiment:
         raise SystemExit(f"{path}: unknown tool {unknown[0]!r}")
     return Experiment(list(cfg.profiles), list(cfg.datasets), exp.get("convergence"),
                       int(exp.get("runs", 2)), float(exp.get("timeout_s", 240)), int(exp.get("port", 8080)),
-                      tools, float(exp.get("floor_fraction", 0.4)))
+                      tools, float(exp.get("floor_fraction", 0.4)), list(data.get("throttled", [])))
 
 
 # -- one run ----------------------------------------------------------------------------------
@@ -105,7 +121,13 @@ def command(tool: str, base: str, files: list[tuple[str, int]], outdir: Path, wo
     if tool in DTUNE_TOOLS:
         argv = [sys.executable, "-m", "dtune", "get", base, "-o", str(outdir), *DTUNE_TOOLS[tool],
                 "--bandwidth", f"{profile.rate_mbit:g}M", "--no-history", "--json", "--no-progress"]
-        if tool.startswith("dtree"):
+        if tool == "dtree-answer":
+            theta = model_answer(model, files, profile)
+            argv += ["--cc", str(theta.cc), "-p", str(theta.p), "--pp", str(theta.pp)]
+            if theta.cpu_num and theta.cpu_num < len(os.sched_getaffinity(0)):
+                cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:theta.cpu_num])
+                argv = ["taskset", "-c", cpus, *argv]
+        elif tool.startswith("dtree"):
             argv += ["--model", model]
         if tool == "dtree-energy":
             argv += ["--min-throughput", f"{floor_mbps(exp, profile):g}M"]
@@ -136,9 +158,10 @@ def parse_events(log: Path) -> dict[str, Any]:
             continue
         kind = e.get("event")
         if kind == "progress":
-            cpus = [p.get("params", {}).get("cpu_num") for p in (e.get("partitions") or {}).values()]
-            cpus = [c for c in cpus if c]
-            out["samples"].append({"t": e["t"], "bytes": e["bytes"], "cpu_num": max(cpus) if cpus else None})
+            parts = [p.get("params", {}) for p in (e.get("partitions") or {}).values()]
+            cpus = [c.get("cpu_num") for c in parts if c.get("cpu_num")]
+            out["samples"].append({"t": e["t"], "bytes": e["bytes"], "cpu_num": max(cpus) if cpus else None,
+                                   "streams": sum((c.get("cc") or 0) * (c.get("p") or 1) for c in parts)})
         elif kind == "params":
             out["decisions"].append({"partition": e.get("partition"), "new": e.get("new"), "reason": e.get("reason")})
         elif kind == "knob":
@@ -234,8 +257,10 @@ def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, e
                                                              "tuning": None}
         total = sum(s for s, _ in ds["digests"].values())
         summary = ev.get("summary") or {}
-        transfer_s = summary.get("seconds") if tool in DTUNE_TOOLS else None
         energy = summary.get("energy") or {}
+        # the energy meter runs from just before the engine starts to its end: the transfer's own
+        # time; the summary's seconds also hold discovery, network facts and the tuner's plan
+        transfer_s = (energy.get("seconds") or summary.get("seconds")) if tool in DTUNE_TOOLS else None
         cores = len(os.sched_getaffinity(0))
         err = ""
         if res.timed_out:
@@ -298,7 +323,9 @@ def build_times(log_csv: Path) -> list[dict]:
     return out
 
 
-def run_experiment(exp: Experiment, model: str, out: Path, *, echo=print) -> dict:
+def run_experiment(exp: Experiment, model: str, out: Path, *,
+                   parts: tuple[str, ...] = ("main", "throttled", "answer"),
+                   echo=print) -> dict:
     from dtune.serveproc import ServerProcess
     from dtune.testbed import Link, Testbed
     from dtune.testbed.testbed import check_host
@@ -314,17 +341,27 @@ def run_experiment(exp: Experiment, model: str, out: Path, *, echo=print) -> dic
         datasets = [make_data(data, d.name, d.preset, d.scale, d.files, d.seed) for d in exp.datasets]
         for d in datasets:
             echo(f"dataset {d['name']}: {len(d['files'])} files, {d['bytes'] / 1e6:.1f} MB")
-        plan = [(p, rep, d, tool) for p in exp.profiles for rep in range(exp.runs) for d in datasets
-                for tool in _rotate(exp.tools, rep)]
+        by_name = {d["name"]: d for d in datasets}
+        plan = [(p, p.rate_mbit, rep, d, tool, "main") for p in exp.profiles for rep in range(exp.runs)
+                for d in datasets for tool in _rotate(exp.tools, rep)] if "main" in parts else []
+        if "answer" in parts:
+            plan += [(p, p.rate_mbit, rep, d, tool, "answer") for p in exp.profiles for rep in range(exp.answer_runs)
+                     for d in datasets for tool in _rotate(["dtree-answer", "dtree-max", "ditacchio-max"], rep)]
+        if "throttled" in parts:
+            profiles = {p.name: p for p in exp.profiles}
+            for t in exp.throttled:
+                plan += [(profiles[t["profile"]], float(t["rate_mbit"]), rep, by_name[t["dataset"]], tool, "throttled")
+                         for rep in range(int(t.get("runs", 1))) for tool in _rotate(list(t["tools"]), rep)]
         n = len(plan)
         i = 0
-        for prof in exp.profiles:
-            link = Link(rate_mbit=prof.rate_mbit, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb, loss=prof.loss)
+        for prof, rate in dict.fromkeys((p, r) for p, r, *_ in plan):
+            link = Link(rate_mbit=rate, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb, loss=prof.loss)
             with Testbed.from_profile(servers=[link], client_rmem=prof.tcp_buffer, client_wmem=prof.tcp_buffer) as tb, \
                     ServerProcess(str(data), host=tb.server_addr(0), port=exp.port,
                                   prefix=tb.command("srv1", [])) as srv:
-                echo(f"testbed {tb.id}: {prof.describe()}")
-                todo = [(rep, d, tool, "main") for (p, rep, d, tool) in plan if p is prof]
+                echo(f"testbed {tb.id}: {prof.describe()}" + ("" if rate == prof.rate_mbit else
+                                                              f", link throttled to {rate:g} Mbit/s"))
+                todo = [(rep, d, tool, kind) for (p, r, rep, d, tool, kind) in plan if p is prof and r == rate]
                 for rep, d, tool, kind in todo:
                     i += 1
                     r = run_one(tb, f"{srv.url}{d['name']}/", d, tool, rep, prof, model, exp, work, kind)
@@ -334,10 +371,10 @@ def run_experiment(exp: Experiment, model: str, out: Path, *, echo=print) -> dic
                     echo(f"[{i}/{n}] {kind} {prof.name} {d['name']} {tool} ({r.tuner}) run {rep + 1}: "
                          f"{r.wall_s:.1f} s wall, {tput} Mbit/s transfer, {r.energy_est_j:.1f} J est., "
                          f"t90 {r.t90_s}, {len(r.decisions)} decisions, {status}")
-                    _save(out, exp, model, runs, None, started)
+                    _save(out, exp, model, runs, None, started, parts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return _save(out, exp, model, runs, None, started)
+    return _save(out, exp, model, runs, None, started, parts)
 
 
 def _rotate(items: list[str], k: int) -> list[str]:
@@ -346,17 +383,23 @@ def _rotate(items: list[str], k: int) -> list[str]:
 
 
 def _save(out: Path, exp: Experiment, model: str, runs: list[Run], table3: list[dict] | None,
-          started: float) -> dict:
+          started: float, parts: tuple[str, ...] = ("main", "throttled", "answer")) -> dict:
+    """Write results.json; runs of parts not run now are kept from the file (``--part``)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    data = {"meta": {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
-                     "minutes": round((time.time() - started) / 60, 1), "model": model,
+    kept = [r for r in old.get("runs", []) if r["experiment"] not in parts]
+    minutes = {**(old.get("meta", {}).get("minutes_parts", {}) if kept else {}),
+               "+".join(parts): round((time.time() - started) / 60, 1)}
+    first = old["meta"]["started"] if kept else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started))
+    data = {"meta": {"started": first, "minutes": round(sum(minutes.values()), 1), "model": model,
                      "host": {"cpus": os.cpu_count(), "kernel": os.uname().release,
                               "python": sys.version.split()[0]},
                      "profiles": [asdict(p) for p in exp.profiles], "convergence": exp.convergence,
-                     "floor_fraction": exp.floor_fraction, "runs": exp.runs},
-            "runs": [asdict(r) for r in runs], "table3": table3 if table3 is not None else old.get("table3")}
+                     "floor_fraction": exp.floor_fraction, "runs": exp.runs, "throttled": exp.throttled,
+                     "minutes_parts": minutes},
+            "runs": kept + [asdict(r) for r in runs],
+            "table3": table3 if table3 is not None else old.get("table3")}
     path.write_text(json.dumps(data, indent=1))
     return data
 
@@ -373,19 +416,23 @@ def _f(x: float | None, fmt: str = "{:.1f}") -> str:
 
 
 def summarize(data: dict) -> dict:
-    """Medians per (profile, dataset, tool) and the three targets."""
+    """Medians per (profile, dataset, tool), the throttled runs, and the three targets."""
     runs = [r for r in data["runs"] if r["experiment"] == "main" and r["verified"]]
     cells: dict[tuple, list[dict]] = {}
     for r in runs:
         cells.setdefault((r["profile"], r["dataset"], r["tool"]), []).append(r)
-    med = {k: {"n": len(v), "mbps_wall": _median([r["mbps_wall"] for r in v]),
-               "mbps_transfer": _median([r["mbps_transfer"] for r in v]),
-               "energy_est_j": _median([r["energy_est_j"] for r in v]),
-               "energy_meter_j": _median([r["energy_meter_j"] for r in v]),
-               "t90_s": _median([r["t90_s"] for r in v]),
-               "tuners": sorted({r["tuner"] for r in v})} for k, v in cells.items()}
+    med = {k: _cell(v) for k, v in cells.items()}
     profiles = list(dict.fromkeys(r["profile"] for r in runs))
     datasets = list(dict.fromkeys(r["dataset"] for r in runs))
+    thr_runs = [r for r in data["runs"] if r["experiment"] == "throttled" and r["verified"]]
+    throttled: dict[tuple, dict] = {}
+    for key in dict.fromkeys((r["profile"], r["dataset"], r["tool"]) for r in thr_runs):
+        throttled[key] = _cell([r for r in thr_runs if (r["profile"], r["dataset"], r["tool"]) == key])
+    ans_runs = [r for r in data["runs"] if r["experiment"] == "answer" and r["verified"]]
+    answer: dict[tuple, dict] = {}
+    for key in dict.fromkeys((r["profile"], r["dataset"], r["tool"]) for r in ans_runs):
+        group = [r for r in ans_runs if (r["profile"], r["dataset"], r["tool"]) == key]
+        answer[key] = {**_cell(group), "theta": (group[0]["notes"] or [""])[0].removeprefix("static: ")}
     tgt: dict[str, Any] = {"throughput": {}, "energy": {}, "t90": {}}
     for d in datasets:
         ratios = []
@@ -395,23 +442,53 @@ def summarize(data: dict) -> dict:
                 ratios.append(a["mbps_transfer"] / b["mbps_transfer"])
         tgt["throughput"][d] = statistics.mean(ratios) if ratios else None
     for p in profiles:
+        floor = next((x["rate_mbit"] for x in data["meta"]["profiles"] if x["name"] == p), 0) * \
+            data["meta"]["floor_fraction"]
         for d in datasets:
             a, b = med.get((p, d, "dtree-energy")), med.get((p, d, "dtree-max"))
             if a and b:
-                floor = next((x["rate_mbit"] for x in data["meta"]["profiles"] if x["name"] == p), 0) * \
-                    data["meta"]["floor_fraction"]
                 tgt["energy"][f"{p}/{d}"] = {
                     "ratio_est": a["energy_est_j"] / b["energy_est_j"] if b["energy_est_j"] else None,
                     "ratio_meter": (a["energy_meter_j"] / b["energy_meter_j"]
                                     if a["energy_meter_j"] and b["energy_meter_j"] else None),
-                    "mbps": a["mbps_transfer"], "floor": floor,
-                    "floor_met": (a["mbps_transfer"] or 0) >= floor}
+                    "mbps": a["mbps_transfer"], "floor": floor, "floor_met": (a["mbps_transfer"] or 0) >= floor}
+    for (p, d, tool), v in throttled.items():
+        if tool in ("dtree-max", "ditacchio-max"):
+            tgt["t90"].setdefault(f"{p} throttled, {d}", {})[tool] = v["t90_s"]
     for p in profiles:
         for d in datasets:
             for tool in ("dtree-max", "ditacchio-max"):
                 if (p, d, tool) in med:
                     tgt["t90"].setdefault(f"{p} / {d}", {})[tool] = med[(p, d, tool)]["t90_s"]
-    return {"medians": med, "profiles": profiles, "datasets": datasets, "targets": tgt}
+    return {"medians": med, "profiles": profiles, "datasets": datasets, "throttled": throttled, "answer": answer,
+            "targets": tgt}
+
+
+def _cell(v: list[dict]) -> dict:
+    return {"n": len(v), "mbps_wall": _median([r["mbps_wall"] for r in v]),
+            "mbps_transfer": _median([r["mbps_transfer"] for r in v]),
+            "energy_est_j": _median([r["energy_est_j"] for r in v]),
+            "energy_meter_j": _median([r["energy_meter_j"] for r in v]),
+            "t90_s": _median([r["t90_s"] for r in v]), "decisions": _median([len(r["decisions"]) for r in v]),
+            "tuners": sorted({r["tuner"] for r in v})}
+
+
+def _rate_plot(ax, runs: list[dict], title: str) -> None:
+    for r in runs:
+        rates = inst_rates(r["samples"])
+        line = ax.plot([t for t, _ in rates], [max(x, 0.1) for _, x in rates], marker=".", label=r["tool"])[0]
+        streams = [(x["t"], x.get("streams")) for x in r["samples"]]
+        for (_, a), (t1, b) in zip(streams, streams[1:], strict=False):
+            if a is not None and b is not None and a != b:        # a change of θ: cc·p before → after
+                ax.annotate(f"{a}→{b}", (t1, max(dict(rates).get(t1, 0.1), 0.1)), fontsize=6,
+                            color=line.get_color(), xytext=(2, 4), textcoords="offset points")
+        if r["t90_s"] is not None:
+            ax.axvline(r["t90_s"], linestyle=":", color=line.get_color())
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("s since the transfer started")
+    ax.set_ylabel("Mbit/s in each second (log)")
+    ax.legend(fontsize=7)
 
 
 def plot(data: dict, s: dict, outdir: Path) -> list[str]:
@@ -436,31 +513,27 @@ def plot(data: dict, s: dict, outdir: Path) -> list[str]:
             if row == 0:
                 ax.set_title(p)
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("Throughput and estimated energy (medians)")
+    fig.suptitle("Throughput (wall clock) and estimated energy, medians")
     fig.tight_layout()
     fig.savefig(outdir / "dtree-fig2.png", dpi=110)
     plt.close(fig)
     made.append("dtree-fig2.png")
+    groups = []
     want = data["meta"].get("convergence")
-    conv = [r for r in data["runs"] if r["dataset"] == want and r["verified"] and r["rep"] == 0
-            and r["tool"] in DTUNE_TOOLS]
-    if conv:
-        profiles = list(dict.fromkeys(r["profile"] for r in conv))
-        fig, axes = plt.subplots(1, len(profiles), figsize=(5 * len(profiles), 3.6), squeeze=False)
-        for j, p in enumerate(profiles):
-            ax = axes[0][j]
-            for r in conv:
-                if r["profile"] != p:
-                    continue
-                rates = inst_rates(r["samples"])
-                ax.plot([t for t, _ in rates], [max(x, 0.1) for _, x in rates], marker=".", label=r["tool"])
-                if r["t90_s"] is not None:
-                    ax.axvline(r["t90_s"], linestyle=":", color=ax.lines[-1].get_color())
-            ax.set_yscale("log")
-            ax.set_title(f"{p} ({conv[0]['dataset']})")
-            ax.set_xlabel("s since the transfer started")
-            ax.set_ylabel("Mbit/s per second (log)")
-            ax.legend(fontsize=7)
+    for p in s["profiles"]:
+        runs = [r for r in data["runs"] if r["experiment"] == "main" and r["profile"] == p and r["dataset"] == want
+                and r["rep"] == 0 and r["tool"] in ("dtree-max", "ditacchio-max") and r["verified"]]
+        if runs:
+            groups.append((f"{p}, {want}", runs))
+    for t in data["meta"].get("throttled") or []:
+        runs = [r for r in data["runs"] if r["experiment"] == "throttled" and r["profile"] == t["profile"]
+                and r["dataset"] == t["dataset"] and r["rep"] == 0 and r["verified"]]
+        if runs:
+            groups.append((f"{t['profile']} at {t['rate_mbit']:g} Mbit/s, {t['dataset']}", runs))
+    if groups:
+        fig, axes = plt.subplots(1, len(groups), figsize=(4.6 * len(groups), 3.8), squeeze=False)
+        for ax, (title, runs) in zip(axes[0], groups, strict=True):
+            _rate_plot(ax, runs, title)
         fig.tight_layout()
         fig.savefig(outdir / "dtree-convergence.png", dpi=110)
         plt.close(fig)
@@ -472,18 +545,20 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
     m = data["meta"]
     med = s["medians"]
     lines = [SECTION, "",
-             f"*Generated by `python benchmarks/dtree_energy.py` ({m['started']}, {m['minutes']} min, "
-             f"{m['host']['cpus']} CPUs, kernel {m['host']['kernel']}); model `{m['model']}`; "
+             f"*Generated by `python benchmarks/dtree_energy.py` ({m['started']}, {m['minutes']} min of machine "
+             f"time, {m['host']['cpus']} CPUs, kernel {m['host']['kernel']}); model `{m['model']}`; "
              f"{m['runs']} interleaved runs per cell, medians.*", ""]
     lines += ["Link profiles (the seed paper's testbeds, rates and buffers ÷ 10, BDP ratios kept):", ""]
     lines += [f"- **{p['name']}**: {p['rate_mbit']:g} Mbit/s, RTT {p['rtt_ms']:g} ms, client buffer "
               f"{p['tcp_buffer']} bytes" for p in m["profiles"]]
     lines += ["", "### Throughput and energy (Fig. 2 analog)", "",
               "Mbit/s (wall) = bytes / seconds from spawning the client to its exit, for every tool; "
-              "Mbit/s (transfer) = dtune's engine time only (no start-up, discovery or model loading). "
+              "Mbit/s (transfer) = dtune's transfer alone (the span of its energy meter, from just before "
+              "the engine starts to its end: no start-up, discovery, network facts or model loading). "
               "J (est.) = the same CPU-time power model for every tool over the whole client process; "
               "J (meter) = dtune's own estimate over the transfer. All energy figures are **estimated**: "
-              "no RAPL here.", "",
+              "no RAPL here. t90 = seconds until a one-second rate first reaches 90 % of the final "
+              "throughput (– for transfers of fewer than 3 seconds).", "",
               "| profile | dataset | tool | tuner (as run) | Mbit/s (wall) | Mbit/s (transfer) | J (est.) | "
               "J (meter) | t90 s |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
     for p in s["profiles"]:
@@ -495,35 +570,78 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
                 lines.append(f"| {p} | {d} | {tool} | {', '.join(v['tuners'])} | {_f(v['mbps_wall'])} | "
                              f"{_f(v['mbps_transfer']) if tool in DTUNE_TOOLS else '–'} | "
                              f"{_f(v['energy_est_j'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} |")
+    lines += ["", "Ratios to Di Tacchio max-throughput (transfer Mbit/s) and to curl (wall Mbit/s), per cell:", "",
+              "| profile | dataset | dtree-max / ditacchio-max | dtree-energy / ditacchio-energy | "
+              "dtree-max / curl (wall) | dtree-max / wget (wall) |", "|---|---|---:|---:|---:|---:|"]
+    for p in s["profiles"]:
+        for d in s["datasets"]:
+            def r(a: str, b: str, key: str, p: str = p, d: str = d) -> str:
+                x, y = med.get((p, d, a)), med.get((p, d, b))
+                return _f(x[key] / y[key], "{:.2f}") if x and y and x[key] and y[key] else "–"
+            lines.append(f"| {p} | {d} | {r('dtree-max', 'ditacchio-max', 'mbps_transfer')} | "
+                         f"{r('dtree-energy', 'ditacchio-energy', 'mbps_transfer')} | "
+                         f"{r('dtree-max', 'curl', 'mbps_wall')} | {r('dtree-max', 'wget', 'mbps_wall')} |")
+    if s["throttled"]:
+        lines += ["", "### Convergence on a throttled path (Fig. 3 analog)", "",
+                  "The link runs at the stated rate while the tuners are told the profile's nominal rate "
+                  "(`--bandwidth`): the model matches the same scenario, and the transfers last long enough "
+                  "for the re-tunes.", "",
+                  "| profile | link | dataset | tool | tuner (as run) | Mbit/s (transfer) | J (meter) | t90 s | "
+                  "decisions |", "|---|---|---|---|---|---:|---:|---:|---:|"]
+        rates = {t["profile"]: t["rate_mbit"] for t in m.get("throttled") or []}
+        for (p, d, tool), v in s["throttled"].items():
+            lines.append(f"| {p} | {rates.get(p, 0):g} Mbit/s | {d} | {tool} | {', '.join(v['tuners'])} | "
+                         f"{_f(v['mbps_transfer'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} | "
+                         f"{_f(v['decisions'], '{:.0f}')} |")
+    if s["answer"]:
+        lines += ["", "### Diagnostic: the model's answer run as fixed θ", "",
+                  "`dtree-answer` runs `--tuner static` with the θ of `Model.answer(..., \"max-throughput\")` "
+                  "(Algorithm 2 for the dataset and the profile's nominal RTT; cpu_num by `taskset`), next to "
+                  "dtree-max (which starts from the table's median bin) and Di Tacchio max, interleaved: it "
+                  "separates what the history knows from how the online tuner starts.", "",
+                  "| profile | dataset | answer θ | dtree-answer Mbit/s | dtree-max Mbit/s | ditacchio-max Mbit/s |",
+                  "|---|---|---|---:|---:|---:|"]
+        for p in s["profiles"]:
+            for d in s["datasets"]:
+                a, b_, c = (s["answer"].get((p, d, x)) for x in ("dtree-answer", "dtree-max", "ditacchio-max"))
+                if a:
+                    lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
+                                 f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
     t = s["targets"]
-    lines += ["", "### Targets", "",
-              "| target | result |", "|---|---|"]
+    lines += ["", "### Targets", "", "| target | result |", "|---|---|"]
     thr = [x for x in t["throughput"].values() if x is not None]
     avg = statistics.mean(thr) if thr else None
     per = ", ".join(f"{d} {_f(x, '{:.2f}')}×" for d, x in t["throughput"].items())
-    lines.append(f"| dtree max ≥ 1.2 × Di Tacchio max (transfer Mbit/s, mean over profiles, then datasets) | "
-                 f"{_f(avg, '{:.2f}')}× ({per}) — {'met' if avg and avg >= 1.2 else 'missed'} |")
+    lines.append(f"| dtree max ≥ 1.2 × Di Tacchio max (transfer Mbit/s; mean over profiles, then over datasets) | "
+                 f"**{_f(avg, '{:.2f}')}×** ({per}) — {'met' if avg and avg >= 1.2 else 'missed'} |")
     er = [v["ratio_est"] for v in t["energy"].values() if v["ratio_est"] is not None]
+    em = [v["ratio_meter"] for v in t["energy"].values() if v["ratio_meter"] is not None]
     ok_floor = sum(1 for v in t["energy"].values() if v["floor_met"])
-    emean = statistics.mean(er) if er else None
-    lines.append(f"| dtree min-energy ≤ 0.8 × dtree max energy (est., whole process) with throughput ≥ "
-                 f"{m['floor_fraction']:g} × link | {_f(emean, '{:.2f}')}× on average; floor met in {ok_floor} of "
-                 f"{len(t['energy'])} cells — {'met' if emean and emean <= 0.8 and ok_floor == len(t['energy']) else 'missed'} |")
-    for p, v in t["t90"].items():
-        a, b = v.get("dtree-max"), v.get("ditacchio-max")
-        verdict = "–" if a is None or b is None else ("shorter" if a < b else "not shorter")
-        lines.append(f"| time to 90 % of final throughput, {p} | dtree {_f(a)} s vs Di Tacchio {_f(b)} s — {verdict} |")
-    lines += ["", "Energy ratio per cell (dtree-energy / dtree-max; estimated whole-process and dtune's meter) "
-              "and the min-energy throughput:", "",
-              "| cell | J ratio (est.) | J ratio (meter) | Mbit/s | floor |", "|---|---:|---:|---:|---:|"]
+    e1 = statistics.mean(er) if er else None
+    e2 = statistics.mean(em) if em else None
+    met = e2 is not None and e2 <= 0.8 and ok_floor == len(t["energy"])
+    lines.append(f"| dtree min-energy ≤ 0.8 × dtree max energy, throughput ≥ {m['floor_fraction']:g} × link rate | "
+                 f"**{_f(e2, '{:.2f}')}×** (dtune's meter), {_f(e1, '{:.2f}')}× (whole-process estimate); floor met "
+                 f"in {ok_floor} of {len(t['energy'])} cells — {'met' if met else 'missed'} |")
+    shorter = [(k, v) for k, v in t["t90"].items() if v.get("dtree-max") is not None and v.get("ditacchio-max") is not None]
+    wins = sum(1 for _, v in shorter if v["dtree-max"] < v["ditacchio-max"])
+    lines.append(f"| time to 90 % of final throughput shorter than Di Tacchio's | dtree shorter in **{wins} of "
+                 f"{len(shorter)}** comparisons with a t90 on both sides (table below) |")
+    lines += ["", "| comparison | dtree-max t90 s | ditacchio-max t90 s |", "|---|---:|---:|"]
+    for k, v in t["t90"].items():
+        lines.append(f"| {k} | {_f(v.get('dtree-max'))} | {_f(v.get('ditacchio-max'))} |")
+    lines += ["", "Energy per cell (dtree-energy / dtree-max) and the min-energy throughput against its floor:", "",
+              "| cell | J ratio (meter) | J ratio (est., whole process) | Mbit/s | floor |", "|---|---:|---:|---:|---:|"]
     for cell, v in t["energy"].items():
-        lines.append(f"| {cell} | {_f(v['ratio_est'], '{:.2f}')} | {_f(v['ratio_meter'], '{:.2f}')} | "
+        lines.append(f"| {cell} | {_f(v['ratio_meter'], '{:.2f}')} | {_f(v['ratio_est'], '{:.2f}')} | "
                      f"{_f(v['mbps'])} | {v['floor']:g} |")
     for img in images:
         lines += ["", f"![{img}]({img_prefix}{img})"]
     if data.get("table3"):
         lines += ["", "### Model build times (Table III analog)", "",
-                  "| logs | copies of the shipped log | tree 1 (DI) s | tree 2 (SD) s | tables | tables s |",
+                  "The shipped sweep log, and the same log copied 10 and 40 times (copies jittered by a few "
+                  "percent in RTT and throughput so that the logs stay distinct); default settings.", "",
+                  "| logs | copies | tree 1 (DI) s | tree 2 (SD) s | tables | tables s |",
                   "|---:|---:|---:|---:|---:|---:|"]
         for r in data["table3"]:
             lines.append(f"| {r['logs']} | {r['copies']} | {r['tree_di_s']:.3f} | {r['tree_sd_s']:.3f} | "
@@ -568,6 +686,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="repetitions (default: the scenario's)")
     ap.add_argument("--out", help="results directory (default /tmp/dtune-dtree-energy-<time>)")
     ap.add_argument("--quick", action="store_true", help="1 run, the first profile")
+    ap.add_argument("--part", choices=("all", "main", "throttled", "answer"), default="all",
+                    help="run only the main grid or only the throttled-link runs (results merge into --out)")
     ap.add_argument("--from", dest="from_dir", help="regenerate tables and plots from DIR/results.json")
     ap.add_argument("--write-docs", action="store_true",
                     help="replace the section in docs/benchmarks.md and the PNGs in docs/img/")
@@ -580,9 +700,10 @@ def main() -> int:
         if args.runs:
             exp.runs = args.runs
         if args.quick:
-            exp.runs, exp.profiles = 1, exp.profiles[:1]
+            exp.runs, exp.profiles, exp.throttled = 1, exp.profiles[:1], []
         out = Path(args.out or f"/tmp/dtune-dtree-energy-{time.strftime('%Y%m%d-%H%M%S')}")
-        data = run_experiment(exp, args.model, out)
+        parts = ("main", "throttled", "answer") if args.part == "all" else (args.part,)
+        data = run_experiment(exp, args.model, out, parts=parts)
         log = ROOT / "src/dtune/data/sweep-history.csv"
         if log.exists():
             data["table3"] = build_times(log)

@@ -34,11 +34,13 @@ Algorithms 3 and 4 over that table:
    history. Within ``tolerance`` of the prediction (or better) the path is
    as the history knew it, and the best bin of the RTT row is taken; a
    shortfall of more than that scales the best bin's outcome by the same
-   ratio and takes the bin nearest to it — fewer streams where the path
-   cannot give more. A θ already tried in this transfer that measured
-   worse than the current one is not taken again. For min-energy with a
-   throughput floor, a period below the floor moves to the cheapest entry
-   predicted faster than the current one.
+   ratio and takes the θ of the bin nearest to it: what the history found
+   best at the level the path now gives. (That θ need not use fewer
+   streams — each bin holds its level's best θ, whatever it costs.) A θ
+   already tried in this transfer that measured worse than the current one
+   is not taken again. For min-energy with a throughput floor, a period
+   below the floor moves to the cheapest entry predicted faster than the
+   current one.
 5. θ is applied live: cc / p / pp to the one partition "all", cpu_num and
    cpu_freq through the Decision (``transfer.KernelKnobs`` applies them or
    records them as not applied). Each change is a ``params`` event with the
