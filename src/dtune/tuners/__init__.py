@@ -308,16 +308,17 @@ def make_tuner(name: str, *, fixed: dict[str, int], max_cc: int, max_partitions:
 class MdtpTuner(Tuner):
     """MDTP (§3): one partition, every replica in use, bin-packed range sizes.
 
-    Starts with one connection per replica (the probe ranges), sizes every
-    later range with ``MdtpSizer`` and grows the connections of
-    window-limited replicas with ``LaneClimber`` every ``period`` seconds.
+    Starts with ``start_lanes`` connections per replica (their first ranges
+    are the probes), sizes every later range with ``MdtpSizer`` and grows
+    the connections of window-limited replicas with ``LaneClimber`` every
+    ``period`` seconds.
     ``chunks`` switches to the static-chunking baseline (equal ranges, one
     connection per replica, no adaptation).
     """
 
     needs_facts = True
 
-    def __init__(self, *, constants: MdtpConstants | None = None, period: float = 2.0,
+    def __init__(self, *, constants: MdtpConstants | None = None, period: float = 1.0,
                  static_chunks: int | None = None, fixed: dict[str, int] | None = None) -> None:
         super().__init__(fixed=fixed)
         self.constants = constants or MdtpConstants()
@@ -335,7 +336,8 @@ class MdtpTuner(Tuner):
         replicas = max(1, len(facts.replica_origins))
         self.origins_ = list(facts.replica_origins) or [""]
         self.buf_ = facts.tcp_buffer
-        self.lanes_ = {r: 1 for r in range(replicas)}
+        start = 1 if self.static_chunks else self.constants.start_lanes
+        self.lanes_ = {r: start for r in range(replicas)}
         self.climber_ = LaneClimber(self.constants)
         self.next_check_: float | None = None
         if self.static_chunks:
@@ -344,9 +346,9 @@ class MdtpTuner(Tuner):
             self.policy_ = MdtpSizer(self.constants, rtt=dict(enumerate(facts.replica_rtt)),
                                      lanes=self.lanes_)
         cc = self.fixed.get("cc", max(1, min(len(sizes), 2)))
-        params = self._fix(Params(cc=cc, p=replicas, pp=2)).spread([1] * replicas)
+        params = self._fix(Params(cc=cc, p=replicas, pp=2)).spread([start] * replicas)
         rtts = ", ".join(f"{r * 1000:.1f} ms" for r in facts.replica_rtt)
-        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); one connection each to start"
+        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); {start} connection(s) each to start"
                 + ("" if self.static_chunks else ", probe ranges then bin-packed sizes"))
         return TunerPlan(["all"] * len(sizes), {"all": params}, [note], range_policy=self.policy_)
 
