@@ -37,14 +37,13 @@ change an experiment.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
-from dtune.testbed.scenario import Link, Scenario, check_link_values, scenario_from_dict
+from dtune.testbed.scenario import Link, Scenario, check_link_values, read_toml, scenario_from_dict
 
 SERVERS = ("dtune", "nginx")
 TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone")
@@ -271,14 +270,4 @@ def _unique(where: str, what: str, names: list[str]) -> None:
 
 
 def load_bench(path: str | Path) -> BenchConfig:
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise DtuneError(f"bench: scenario {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DtuneError(f"bench: scenario {path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise DtuneError(f"bench: scenario {path}: {exc.strerror}") from None
-    return bench_from_dict(data, name=path.stem)
+    return bench_from_dict(read_toml(path, "bench: scenario"), name=Path(path).stem)

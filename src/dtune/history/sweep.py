@@ -77,7 +77,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +84,7 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
+from dtune.testbed.scenario import read_toml
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
 SAMPLES = ("random", "grid")
@@ -234,17 +234,7 @@ def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig
 
 
 def load_sweep(path: str | Path) -> SweepConfig:
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise DtuneError(f"sweep {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DtuneError(f"sweep {path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise DtuneError(f"sweep {path}: {exc.strerror}") from None
-    return sweep_from_dict(data, name=path.stem)
+    return sweep_from_dict(read_toml(path, "sweep"), name=Path(path).stem)
 
 
 # -- the plan (pure) ---------------------------------------------------------------------

@@ -203,16 +203,20 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
                     server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read a scenario TOML file (link parts only; see the module docstring)."""
+def read_toml(path: str | Path, what: str) -> dict:
+    """A TOML file as a dict; one-line DtuneError ("WHAT PATH: reason") otherwise."""
     path = Path(path)
     try:
         with path.open("rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except FileNotFoundError:
-        raise DtuneError(f"scenario {path}: no such file") from None
+        raise DtuneError(f"{what} {path}: no such file") from None
     except tomllib.TOMLDecodeError as exc:
-        raise DtuneError(f"scenario {path}: not valid TOML: {exc}") from None
+        raise DtuneError(f"{what} {path}: not valid TOML: {exc}") from None
     except OSError as exc:
-        raise DtuneError(f"scenario {path}: {exc.strerror}") from None
-    return scenario_from_dict(data, name=path.stem)
+        raise DtuneError(f"{what} {path}: {exc.strerror}") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario TOML file (link parts only; see the module docstring)."""
+    return scenario_from_dict(read_toml(path, "scenario"), name=Path(path).stem)
