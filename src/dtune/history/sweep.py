@@ -82,6 +82,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtune.bench.config import DatasetSpec
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
 from dtune.testbed.scenario import read_toml
@@ -111,13 +112,7 @@ class SweepProfile:
         return f"{self.name}: {self.rate_mbit:g} Mbit/s, RTT {self.rtt_ms:g} ms, buffer {self.tcp_buffer} bytes"
 
 
-@dataclass(frozen=True, slots=True)
-class SweepDataset:
-    name: str
-    preset: str
-    scale: float = 1.0
-    seed: int = 0
-    files: int | None = None
+SweepDataset = DatasetSpec  # the same dataset description as the benchmark's [[dataset]]
 
 
 @dataclass(frozen=True, slots=True)
