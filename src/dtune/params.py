@@ -9,7 +9,7 @@ applies them while running.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 
 MIB = 1 << 20
 DEFAULT_SPLIT_THRESHOLD = 2 * MIB
@@ -85,13 +85,6 @@ class EngineOptions:
     replica_failures: int = 3         # consecutive failures that bench a replica (multi-source)
     replica_bench: float = 5.0        # first bench, seconds; doubles each time, re-probed after
     replica_bench_max: float = 60.0
-
-
-@dataclass(slots=True)
-class Explicit:
-    """Which parameters the user set by hand (a tuner must not override those)."""
-
-    names: set[str] = field(default_factory=set)
 
 
 def default_params(file_count: int, avg_size: float | None, *, budget: int = 16) -> Params:

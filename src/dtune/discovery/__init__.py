@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from dtune.dataset import Dataset, FileSpec
@@ -53,6 +52,7 @@ from dtune.discovery.urls import (
     sha256_from_headers,
 )
 from dtune.errors import DiscoveryError, DtuneError
+from dtune.http.client import FetchResult  # the result type every fetch returns
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
 
@@ -63,22 +63,6 @@ LISTING_CONCURRENCY = 8
 # A listing body may hold a whole tree (a manifest); allow ~256 bytes per
 # file up to max_files, at least fetch's usual 64 MiB, at most 1 GiB.
 _BYTES_PER_LISTED_FILE = 256
-
-
-@dataclass(slots=True)
-class FetchResult:
-    """What ``fetch`` returns: the last response after following redirects.
-
-    status   HTTP status code of the final response
-    headers  response headers, names in lower case
-    body     the body (empty for HEAD)
-    url      the final URL, after redirects
-    """
-
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    url: str
 
 
 # await fetch(url, *, method="GET", headers=None, max_bytes=64 << 20) -> FetchResult

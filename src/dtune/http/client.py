@@ -20,6 +20,14 @@ REDIRECTS = (301, 302, 303, 307, 308)
 
 @dataclass(slots=True)
 class FetchResult:
+    """What ``fetch`` returns: the last response after following redirects.
+
+    status   HTTP status code of the final response
+    headers  response headers, names in lower case
+    body     the body (empty for HEAD)
+    url      the final URL, after redirects
+    """
+
     status: int
     headers: dict[str, str]
     body: bytes
