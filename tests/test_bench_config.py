@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +77,99 @@ def test_profiles_apply_to_every_link_or_per_link() -> None:
     ({"profile": [{"name": "p"}]}, "changes nothing"),
     ({"profile": [{"name": "p", "rtt_ms": -1}]}, "rtt_ms must be between"),
     ({"profile": [{"name": "p", "links": [{}, {}]}]}, "links must list 1 tables"),
+    ({"profile": [{"name": "p", "during": []}]}, "profile 1: during must be a non-empty array"),
+    ({"profile": [{"name": "p", "during": {"at_fraction": 0.5}}]}, "during must be a non-empty array"),
+    ({"profile": [{"name": "p", "during": [7]}]}, "profile 1: during 1: must be a table"),
+    ({"profile": [{"name": "p", "during": [{"link": 1, "rate_mbit": 1}]}]}, "during 1: needs at_fraction"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "rate_mbit": 1}]}]}, "during 1: needs link"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0, "link": 1, "rate_mbit": 1}]}]},
+     "during 1: at_fraction must be a number between 0 and 1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 1, "link": 1, "rate_mbit": 1}]}]},
+     "at_fraction must be a number between 0 and 1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": "half", "link": 1, "rate_mbit": 1}]}]},
+     "at_fraction must be a number between 0 and 1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": True, "link": 1, "rate_mbit": 1}]}]},
+     "at_fraction must be a number between 0 and 1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "link": 2, "rate_mbit": 1}]}]},
+     "during 1: link must be an integer in 1..1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "link": 0, "rate_mbit": 1}]}]},
+     "link must be an integer in 1..1"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "link": 1}]}]}, "during 1: changes nothing"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "link": 1, "rate_mbit": 0}]}]},
+     "during 1: link: rate_mbit must be > 0"),
+    ({"profile": [{"name": "p", "during": [{"at_fraction": 0.5, "link": 1, "rate": 10}]}]},
+     "during 1: unknown key 'rate'"),
+    ({"dataset": [{"preset": "html", "small_factor": 2}]}, "dataset 1: small_factor needs small_below"),
+    ({"dataset": [{"preset": "html", "small_below": 0, "small_factor": 2}]},
+     "dataset 1: small_below must be an integer"),
+    ({"dataset": [{"preset": "html", "small_below": "1k", "small_factor": 2}]}, "small_below must be an integer"),
+    ({"dataset": [{"preset": "html", "small_below": 1000, "small_factor": 0}]},
+     "dataset 1: small_factor must be an integer"),
+    ({"dataset": [{"preset": "html", "small_below": 1000, "small_factor": 2.5}]}, "small_factor must be an integer"),
+    ({"dataset": [{"preset": "html", "small_below": 1000, "small_factor": 10**6}]}, "small_factor must be an integer"),
 ])
 def test_mistakes_are_one_line_errors(change: dict[str, Any], message: str) -> None:
     with pytest.raises(DtuneError, match=message):
         bench_from_dict(base(**change), name="x")
+
+
+def test_mid_run_changes_are_parsed_0_based_and_sorted_by_fraction() -> None:
+    data = base(link=[{"rate_mbit": 400}, {"rate_mbit": 200}],
+                profile=[{"name": "drops", "rtt_ms": 40,
+                          "during": [{"at_fraction": 0.6, "link": 1, "rtt_ms": 80},
+                                     {"at_fraction": 0.3, "link": 2, "rate_mbit": 50, "loss": 0.01}]}])
+    (profile,) = bench_from_dict(data).profiles[1:]
+    assert profile.links == ({"rtt_ms": 40.0}, {"rtt_ms": 40.0})
+    assert [(c.at_fraction, c.link, c.values) for c in profile.during] == [
+        (0.3, 1, {"rate_mbit": 50.0, "loss": 0.01}), (0.6, 0, {"rtt_ms": 80.0})]
+
+
+def test_a_profile_may_have_only_mid_run_changes() -> None:
+    toml = """
+        [[link]]
+        rate_mbit = 400
+        [[profile]]
+        name = "srv1-quarter-at-30pct"
+        during = [{at_fraction = 0.3, link = 1, rate_mbit = 100}]
+        [[dataset]]
+        preset = "html"
+        [[tool]]
+        tool = "dtune"
+    """
+    cfg = bench_from_dict(tomllib.loads(toml))
+    base_profile, profile = cfg.profiles
+    assert base_profile.during == ()
+    assert profile.name == "srv1-quarter-at-30pct" and profile.links == ({},)
+    assert [(c.at_fraction, c.link, c.values) for c in profile.during] == [(0.3, 0, {"rate_mbit": 100.0})]
+
+
+def test_mid_run_changes_may_be_written_as_an_array_of_tables() -> None:
+    toml = """
+        [[link]]
+        rate_mbit = 400
+        [[profile]]
+        name = "p"
+        [[profile.during]]
+        at_fraction = 0.5
+        link = 1
+        queue_kb = 64
+        [[dataset]]
+        preset = "html"
+        [[tool]]
+        tool = "dtune"
+    """
+    (change,) = bench_from_dict(tomllib.loads(toml)).profiles[1].during
+    assert (change.at_fraction, change.link, change.values) == (0.5, 0, {"queue_kb": 64.0})
+
+
+def test_small_files_settings_default_to_no_copies_and_are_kept() -> None:
+    cfg = bench_from_dict(base(dataset=[{"preset": "html"},
+                                        {"preset": "mixed", "small_below": 100000, "small_factor": 2},
+                                        {"preset": "genome", "small_below": 100000}]))
+    html, mixed, genome = cfg.datasets
+    assert (html.small_below, html.small_factor) == (None, 1)
+    assert (mixed.small_below, mixed.small_factor) == (100000, 2)
+    assert (genome.small_below, genome.small_factor) == (100000, 1)
 
 
 def test_link_tables_are_still_checked_by_the_testbed() -> None:

@@ -107,6 +107,15 @@ def test_csv_has_the_required_columns_and_per_server_counts(tmp_path: Path) -> N
     assert rows[0]["srv1_requests"] == "10" and rows[0]["requests"] == "12"
 
 
+def test_mid_run_change_times_are_one_semicolon_joined_csv_column_and_a_json_list(tmp_path: Path) -> None:
+    changed = rec("dtune", "default", 4.0)
+    changed.changes_at = [1.23456, 2.5]
+    rows = list(csv.DictReader(csv_text([changed, rec("curl", "z", 2.0)]).splitlines()))
+    assert [r["changes_at"] for r in rows] == ["1.235;2.500", ""]
+    write_results(tmp_path, [changed], {})
+    assert json.loads((tmp_path / "results.json").read_text())["runs"][0]["changes_at"] == [1.23456, 2.5]
+
+
 def test_write_results_writes_csv_and_json(tmp_path: Path) -> None:
     write_results(tmp_path, [rec("dtune", "default", 1.0)], {"scenario": "s"})
     data = json.loads((tmp_path / "results.json").read_text())

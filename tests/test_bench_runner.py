@@ -6,13 +6,26 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from dtune.bench.config import DatasetSpec, Profile
+import pytest
+
+from dtune.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
+from dtune.bench.report import RunRecord
 from dtune.bench.runner import (
     OWNER_FILE,
+    Bench,
+    ChangeSchedule,
+    ChangeWatcher,
+    Combo,
     build_dataset,
+    dataset_plan,
+    down_bytes,
     last_error_line,
     make_workdir,
     profile_links,
@@ -20,7 +33,8 @@ from dtune.bench.runner import (
     reported_seconds,
     schedule,
 )
-from dtune.testbed.datasets import plan_dataset
+from dtune.errors import DtuneError
+from dtune.testbed.datasets import multiply_small, plan_dataset
 from dtune.testbed.scenario import Link
 
 
@@ -100,3 +114,160 @@ def test_reported_seconds_come_from_dtunes_last_summary_event(tmp_path: Path) ->
     assert reported_seconds(log) == 1.25
     log.write_text("curl output\n")
     assert reported_seconds(log) is None
+
+
+def test_build_dataset_copies_small_files_after_keeping_the_first_n(tmp_path: Path) -> None:
+    spec = DatasetSpec(name="m", preset="mixed", scale=0.25, files=8, small_below=1_000_000, small_factor=2)
+    files = build_dataset(spec, tmp_path)
+    assert files == dataset_plan(spec) == multiply_small(plan_dataset("mixed", 0.25, 0)[:8], 1_000_000, 2)
+    assert len(files) > 8
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == sorted(rel for rel, _ in files)
+    assert all((tmp_path / rel).stat().st_size == size for rel, size in files)
+
+
+# --- mid-run link changes -------------------------------------------------------
+
+def change(fraction: float, link: int = 0, **values: float) -> LinkChange:
+    return LinkChange(at_fraction=fraction, link=link, values=values or {"rate_mbit": 100.0})
+
+
+def stats(*down: int) -> list[dict[str, Any]]:
+    return [{"up": {"bytes": 7}, "down": {"bytes": d}} for d in down]
+
+
+def test_down_bytes_sum_the_download_direction_of_every_link() -> None:
+    assert down_bytes(stats(100, 250)) == 350
+    assert down_bytes([{}, {"down": {}}]) == 0  # a back-end without counters (netem) counts nothing
+
+
+def test_a_change_is_due_once_its_share_of_bytes_crossed_since_the_start() -> None:
+    sched = ChangeSchedule([change(0.6, link=1), change(0.3)], total_bytes=1000, start_bytes=5000)
+    assert sched.due(5299) == []
+    assert sched.due(5300) == [change(0.3)]              # exactly the fraction is enough
+    assert sched.due(5500) == []                         # each change fires once
+    assert sched.due(6000) == [change(0.6, link=1)]
+    assert sched.done and sched.due(9999) == []
+    assert repr(sched) == "<ChangeSchedule 2 of 2 fired | 1000 bytes>"
+
+
+def test_changes_passed_in_one_poll_all_fire_in_fraction_order() -> None:
+    sched = ChangeSchedule([change(0.5, rtt_ms=80.0), change(0.2), change(0.5, link=1)], 100, 0)
+    assert sched.due(60) == [change(0.2), change(0.5, rtt_ms=80.0), change(0.5, link=1)]
+
+
+class FakeTestbed:
+    """link_stats() returns the next of ``readings`` (then the last forever); set_link is recorded."""
+
+    def __init__(self, readings: list[int], fail_at: int | None = None) -> None:
+        self.readings = readings
+        self.fail_at = fail_at
+        self.calls = 0
+        self.set: list[tuple[int, dict[str, Any]]] = []
+        self.lock = threading.Lock()
+
+    def link_stats(self) -> list[dict[str, Any]]:
+        with self.lock:
+            self.calls += 1
+            if self.fail_at is not None and self.calls >= self.fail_at:
+                raise DtuneError("testbed control /x: Connection refused")
+            return stats(self.readings[min(self.calls - 1, len(self.readings) - 1)])
+
+    def set_link(self, index: int, **values: Any) -> None:
+        self.set.append((index, values))
+
+
+def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.002)
+
+
+def test_the_watcher_applies_each_change_once_and_ends_with_one_stats_call_per_poll() -> None:
+    tb = FakeTestbed([1000, 1100, 1200, 1300, 1400, 1500, 1600])  # 10 % of 1000 bytes per poll
+    applied: list[LinkChange] = []
+    watcher = ChangeWatcher(tb, [change(0.3), change(0.6, link=1)], 1000, applied.append, interval=0.001)
+    with watcher:
+        wait_for(lambda: watcher._thread is not None and not watcher._thread.is_alive())
+    assert applied == [change(0.3), change(0.6, link=1)]
+    assert tb.calls == 7  # the baseline, then one per poll until the last change fired
+    assert len(watcher.fired) == 2 and 0 <= watcher.fired[0] <= watcher.fired[1]
+    assert watcher.error == "" and "2 of 2 fired | stopped" in repr(watcher)
+
+
+def test_the_watcher_stops_with_the_client_even_when_no_change_was_due() -> None:
+    tb = FakeTestbed([0])  # a client that transfers nothing, then times out
+    applied: list[LinkChange] = []
+    watcher = ChangeWatcher(tb, [change(0.5)], 1000, applied.append, interval=0.001)
+    with watcher:
+        wait_for(lambda: tb.calls > 3)
+    assert watcher._thread is not None and not watcher._thread.is_alive()
+    assert applied == [] and watcher.fired == [] and watcher.error == ""
+    calls = tb.calls
+    time.sleep(0.02)
+    assert tb.calls == calls  # no polling after stop
+
+
+def test_the_watcher_thread_stops_when_the_client_run_raises() -> None:
+    tb = FakeTestbed([0])
+    watcher = ChangeWatcher(tb, [change(0.5)], 1000, lambda c: None, interval=0.001)
+    with pytest.raises(KeyboardInterrupt), watcher:
+        raise KeyboardInterrupt
+    assert watcher._thread is not None and not watcher._thread.is_alive()
+
+
+def test_a_failing_emulator_ends_the_watcher_with_an_error_for_the_record() -> None:
+    tb = FakeTestbed([0], fail_at=3)
+    watcher = ChangeWatcher(tb, [change(0.5)], 1000, lambda c: None, interval=0.001)
+    with watcher:
+        wait_for(lambda: watcher.error != "")
+    assert watcher.error == "mid-run link change: testbed control /x: Connection refused"
+
+
+def toml_bench(tmp_path: Path, during: list[dict[str, Any]]) -> Bench:
+    cfg = bench_from_dict({"bench": {"runs": 3},
+                           "link": [{"rate_mbit": 400, "rtt_ms": 20}, {"rate_mbit": 200, "rtt_ms": 20}],
+                           "profile": [{"name": "drops", "rtt_ms": 40, "during": during}],
+                           "dataset": [{"preset": "html", "scale": 0.01}], "tool": [{"tool": "curl"}]})
+    return Bench(cfg, tmp_path, echo=lambda text: None)
+
+
+def test_mid_run_changes_add_up_on_the_profiles_links() -> None:
+    bench = toml_bench(Path("/nonexistent"), [{"at_fraction": 0.2, "link": 2, "rate_mbit": 50},
+                                              {"at_fraction": 0.4, "link": 2, "rtt_ms": 100}])
+    tb = FakeTestbed([0])
+    profile = bench.cfg.profiles[1]
+    apply = bench._change_applier(tb, profile)  # type: ignore[arg-type]
+    for c in profile.during:
+        apply(c)
+    # queue: one BDP of the changed link (50 Mbit/s x 40 ms = 250 kB, then x 100 ms), as a profile sets it
+    assert tb.set == [(1, {"rate_mbit": 50.0, "rtt_ms": 40.0, "loss": 0.0, "queue_kb": 250000 / 1024}),
+                      (1, {"rate_mbit": 50.0, "rtt_ms": 100.0, "loss": 0.0, "queue_kb": 625000 / 1024})]
+    # the next run's applier starts again from the profile's own links
+    bench._change_applier(tb, profile)(profile.during[1])  # type: ignore[arg-type]
+    assert tb.set[-1] == (1, {"rate_mbit": 200.0, "rtt_ms": 100.0, "loss": 0.0, "queue_kb": 2500000 / 1024})
+
+
+def test_a_profile_with_mid_run_changes_is_applied_before_every_one_of_its_runs(tmp_path: Path) -> None:
+    bench = toml_bench(tmp_path, [{"at_fraction": 0.5, "link": 1, "rate_mbit": 50}])
+    tb = FakeTestbed([0])
+    tool = ToolSpec("curl")
+    combos = [Combo("html", "400M-20ms+200M-20ms", tool), Combo("html", "drops", tool)]
+    runs: list[str] = []
+
+    def run_one(tb: Any, servers: Any, ds: Any, combo: Combo, rep: int, rundir: Path) -> RunRecord:
+        runs.append(combo.profile)
+        return RunRecord(scenario="s", dataset="html", link=combo.profile, tool="curl", variant="default",
+                         run=rep + 1, seconds=1.0, bytes=1, mbps=0.0, cpu_seconds=0.0, verified=True)
+
+    bench._run_one = run_one  # type: ignore[method-assign]
+    dataset = SimpleNamespace(spec=SimpleNamespace(name="html"))
+    bench._run_all(tb, [], [dataset], combos, tmp_path)  # type: ignore[arg-type, list-item]
+    # base, drops | drops, base | base, drops: "drops" is set before each of its three runs (also
+    # right after itself), the base profile only when the links change back to it (once)
+    assert runs == ["400M-20ms+200M-20ms", "drops", "drops", "400M-20ms+200M-20ms",
+                    "400M-20ms+200M-20ms", "drops"]
+    drops = {"rate_mbit": 400.0, "rtt_ms": 40.0, "loss": 0.0, "queue_kb": 2_000_000 / 1024}
+    assert [values for index, values in tb.set if index == 0] == [drops, drops, {**drops, "rtt_ms": 20.0,
+                                                                                "queue_kb": 1_000_000 / 1024}, drops]

@@ -10,7 +10,17 @@ import pytest
 
 from dtune.cli import main
 from dtune.errors import DtuneError
-from dtune.testbed.datasets import KB, MB, PRESETS, make_dataset, plan_dataset, summarize
+from dtune.testbed.datasets import (
+    KB,
+    MB,
+    PRESETS,
+    copy_relpath,
+    file_bytes_seed,
+    make_dataset,
+    multiply_small,
+    plan_dataset,
+    summarize,
+)
 
 
 def sizes(preset: str, scale: float = 1.0, seed: int = 0) -> list[int]:
@@ -139,3 +149,87 @@ def test_cli_rejects_unknown_preset(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as info:
         main(["dataset", "make", "audio", str(tmp_path)])
     assert info.value.code == 2
+
+
+# --- more small files: multiply_small ---------------------------------------------
+
+@pytest.mark.parametrize("relpath, copy", [
+    ("mixed/run-000/obj-00012.dat", "mixed/run-000/obj-00012-copy1.dat"),
+    ("genome/reads/000/reads-00001.fastq.gz", "genome/reads/000/reads-00001-copy1.fastq.gz"),
+    ("d.x/noext", "d.x/noext-copy1"),
+    (".hidden", ".hidden-copy1"),
+    ("a/.h.x", "a/.h-copy1.x"),
+])
+def test_a_copy_is_named_before_the_first_dot_of_the_file_name(relpath: str, copy: str) -> None:
+    assert copy_relpath(relpath, 1) == copy
+
+
+@pytest.mark.parametrize("preset", ["mixed", "genome", "html"])
+def test_every_small_file_gets_factor_minus_one_copies_of_its_size(preset: str) -> None:
+    plan = plan_dataset(preset, scale=0.5, seed=1)
+    below = 100 * KB
+    out = multiply_small(plan, below, 3)
+    small = [(rel, size) for rel, size in plan if size < below]
+    assert small  # every preset above has some files under 100 KB at this seed
+    assert len(out) == len(plan) + 2 * len(small)
+    assert sum(s for _, s in out) == sum(s for _, s in plan) + 2 * sum(s for _, s in small)
+    got = dict(out)
+    for rel, size in small:
+        assert got[copy_relpath(rel, 1)] == size and got[copy_relpath(rel, 2)] == size
+    assert [x for x in out if "-copy" not in x[0]] == plan  # the originals, in order and unchanged
+
+
+def test_copies_follow_their_original_and_large_files_get_none() -> None:
+    plan = [("d/a.bin", 10), ("d/b.bin", 1000), ("d/c.bin", 99)]
+    assert multiply_small(plan, 100, 2) == [("d/a.bin", 10), ("d/a-copy1.bin", 10), ("d/b.bin", 1000),
+                                            ("d/c.bin", 99), ("d/c-copy1.bin", 99)]
+    assert multiply_small(plan, 99, 2)[-1] == ("d/c.bin", 99)  # "smaller than": 99 is not below 99
+
+
+def test_multiplied_names_are_unique_and_the_result_deterministic() -> None:
+    plan = plan_dataset("genome", scale=0.3, seed=4)
+    out = multiply_small(plan, 1 * MB, 4)
+    names = [rel for rel, _ in out]
+    assert len(set(names)) == len(names)
+    assert out == multiply_small(plan_dataset("genome", scale=0.3, seed=4), 1 * MB, 4)
+
+
+def test_copies_get_bytes_of_their_own() -> None:
+    assert file_bytes_seed(0, "d/a.bin") != file_bytes_seed(0, copy_relpath("d/a.bin", 1))
+
+
+@pytest.mark.parametrize("below", [None, 1, 10**12])
+def test_factor_one_changes_nothing(below: int | None) -> None:
+    plan = plan_dataset("mixed", seed=2)
+    assert multiply_small(plan, below, 1) == plan
+
+
+def test_a_copy_name_that_is_taken_is_refused() -> None:
+    with pytest.raises(DtuneError, match="planned twice"):
+        multiply_small([("a.bin", 1), ("a-copy1.bin", 5)], 2, 2)
+
+
+@pytest.mark.parametrize("below, factor, message", [
+    (None, 2, "small_factor needs small_below"),
+    (100, 0, "small_factor must be an integer"),
+    (100, 2.0, "small_factor must be an integer"),
+    (100, True, "small_factor must be an integer"),
+    (100, 10**6, "small_factor must be an integer"),
+    (0, 2, "small_below must be a positive integer"),
+    (1.5, 2, "small_below must be a positive integer"),
+])
+def test_bad_small_file_settings_are_refused(below, factor, message: str) -> None:
+    with pytest.raises(DtuneError, match=message):
+        multiply_small([("a.bin", 1)], below, factor)
+
+
+def test_make_dataset_writes_exactly_the_multiplied_plan(tmp_path: Path) -> None:
+    files = make_dataset("html", tmp_path, scale=0.005, seed=9, small_below=100 * KB, small_factor=2)
+    assert files == multiply_small(plan_dataset("html", 0.005, 9), 100 * KB, 2)
+    assert len(files) > 10
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert written == sorted(rel for rel, _ in files)
+    copy, size = next((rel, size) for rel, size in files if rel.endswith("-copy1.html"))
+    original = copy.replace("-copy1", "")
+    assert (tmp_path / copy).stat().st_size == size == (tmp_path / original).stat().st_size
+    assert (tmp_path / copy).read_bytes() != (tmp_path / original).read_bytes()

@@ -13,6 +13,15 @@
     name = "1g-80ms"
     rtt_ms = 80              # rate_mbit / rtt_ms / loss / queue_kb for every link, or
     # links = [{rate_mbit = 400}, {rate_mbit = 200}]   per link (srv1, srv2, ...)
+    during = [{at_fraction = 0.3, link = 1, rate_mbit = 100}]
+                             # optional, mid-run changes: link 1 (srv1) drops to 100 Mbit/s once
+                             # 30 % of the dataset's bytes crossed the links towards the client
+                             # (emulator "down" counters, all links, headers included; 0 < x < 1).
+                             # Keys: at_fraction, link, rate_mbit / rtt_ms / loss / queue_kb.
+                             # A profile may have only `during`. Each run starts and ends with
+                             # the profile's own links; results.csv's changes_at holds the
+                             # seconds after client start at which changes fired (at_fraction
+                             # order). Needs the TUN back-end, which the benchmark then uses.
 
     [[dataset]]
     preset = "html"          # see dtune.testbed.datasets
@@ -20,6 +29,10 @@
     seed = 0
     files = 1                # optional: keep only the first N files of the plan
     name = "html"            # default: the preset
+    small_below = 100000     # optional: files smaller than this many bytes count as small ...
+    small_factor = 2         # ... and each gets small_factor - 1 copies of the same size
+                             # (obj-00012.dat -> obj-00012-copy1.dat; default 1: none);
+                             # applied after `files`
 
     [[tool]]
     tool = "aria2c"          # dtune, aria2c, curl, wget, lftp, rclone
@@ -42,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.testbed.datasets import PRESETS
+from dtune.testbed.datasets import MAX_SMALL_FACTOR, PRESETS
 from dtune.testbed.scenario import Link, Scenario, check_link_values, read_toml, scenario_from_dict
 
 SERVERS = ("dtune", "nginx")
@@ -56,18 +69,32 @@ DEFAULT_PORT = 8080
 DEFAULT_TIMEOUT_S = 600.0
 
 _BENCH_KEYS = {"runs", "server", "port", "timeout_s", "link"}
-_PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "loss", "queue_kb", "links"}
+_PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "loss", "queue_kb", "links", "during"}
 _LINK_VALUE_KEYS = {"rate_mbit", "rtt_ms", "loss", "queue_kb"}
-_DATASET_KEYS = {"name", "preset", "scale", "seed", "files"}
+_CHANGE_KEYS = {"at_fraction", "link"} | _LINK_VALUE_KEYS
+_DATASET_KEYS = {"name", "preset", "scale", "seed", "files", "small_below", "small_factor"}
 _TOOL_KEYS = {"tool", "variant", "args", "mode", "mirrors", "datasets", "runs"}
 
 
 @dataclass(frozen=True, slots=True)
+class LinkChange:
+    """A mid-run change: link ``link`` (0-based) gets ``values`` once ``at_fraction`` of the bytes passed."""
+
+    at_fraction: float
+    link: int
+    values: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
-    """A named set of link values; ``links[i]`` is applied to link i (None: unchanged)."""
+    """A named set of link values; ``links[i]`` is applied to link i (None: unchanged).
+
+    ``during``: changes made while a client runs, in ``at_fraction`` order.
+    """
 
     name: str
     links: tuple[dict[str, float], ...]
+    during: tuple[LinkChange, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +104,8 @@ class DatasetSpec:
     scale: float = 1.0
     seed: int = 0
     files: int | None = None
+    small_below: int | None = None
+    small_factor: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +198,34 @@ def _link_values(where: str, raw: dict[str, Any]) -> dict[str, float]:
     return values
 
 
+def _change(where: str, raw: Any, n_links: int) -> LinkChange:
+    raw = _table(where, raw, _CHANGE_KEYS)
+    if "at_fraction" not in raw:
+        raise DtuneError(f"{where}: needs at_fraction (the share of the dataset's bytes, 0 < x < 1)")
+    fraction = raw["at_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
+        raise DtuneError(f"{where}: at_fraction must be a number between 0 and 1 (exclusive), got {fraction!r}")
+    if "link" not in raw:
+        raise DtuneError(f"{where}: needs link (1-based: 1 is srv1)")
+    link = _int(where, "link", raw["link"], 1, n_links)
+    values = _link_values(where, raw)
+    if not values:
+        raise DtuneError(f"{where}: changes nothing (set rate_mbit, rtt_ms, loss or queue_kb)")
+    return LinkChange(at_fraction=float(fraction), link=link - 1, values=values)
+
+
 def _profile(where: str, raw: Any, n_links: int) -> Profile:
     raw = _table(where, raw, _PROFILE_KEYS)
     name = _str(where, "name", raw.get("name"))
     common = _link_values(where, raw)
+    during: tuple[LinkChange, ...] = ()
+    if "during" in raw:
+        changes = raw["during"]
+        if not isinstance(changes, list) or not changes:
+            got = "an empty array" if changes == [] else f"a {type(changes).__name__}"
+            raise DtuneError(f"{where}: during must be a non-empty array of tables, got {got}")
+        during = tuple(sorted((_change(f"{where}: during {i + 1}", c, n_links) for i, c in enumerate(changes)),
+                              key=lambda c: c.at_fraction))
     if "links" in raw:
         if common:
             raise DtuneError(f"{where}: give either per-link 'links' or values for every link, not both")
@@ -182,10 +235,10 @@ def _profile(where: str, raw: Any, n_links: int) -> Profile:
         links = tuple(_link_values(f"{where}: link {i + 1}", _table(f"{where}: link {i + 1}", t, _LINK_VALUE_KEYS))
                       for i, t in enumerate(per))
     else:
-        if not common:
-            raise DtuneError(f"{where}: changes nothing (set rate_mbit, rtt_ms, loss or queue_kb)")
+        if not common and not during:
+            raise DtuneError(f"{where}: changes nothing (set rate_mbit, rtt_ms, loss, queue_kb or during)")
         links = tuple(dict(common) for _ in range(n_links))
-    return Profile(name=name, links=links)
+    return Profile(name=name, links=links, during=during)
 
 
 def _dataset(where: str, raw: Any) -> DatasetSpec:
@@ -197,11 +250,19 @@ def _dataset(where: str, raw: Any) -> DatasetSpec:
     if "/" in name or name.startswith(".") or name != name.strip():
         raise DtuneError(f"{where}: name {name!r} must be a plain directory name")
     files = raw.get("files")
+    below = raw.get("small_below")
+    if below is not None:
+        below = _int(where, "small_below", below, 1, 2**63)
+    factor = _int(where, "small_factor", raw.get("small_factor", 1), 1, MAX_SMALL_FACTOR)
+    if "small_factor" in raw and below is None:
+        raise DtuneError(f"{where}: small_factor needs small_below (the size in bytes under which "
+                         "a file counts as small)")
     return DatasetSpec(
         name=name, preset=preset,
         scale=_num(where, "scale", raw.get("scale", 1.0)),
         seed=_int(where, "seed", raw.get("seed", 0), 0, 2**63),
         files=None if files is None else _int(where, "files", files, 1, 10**7),
+        small_below=below, small_factor=factor,
     )
 
 

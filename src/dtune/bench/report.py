@@ -49,6 +49,9 @@ class RunRecord:
     # dtune only: the time its own summary reports (listing + transfer, process
     # start-up and exit excluded), to tell start-up cost from transfer speed
     reported_seconds: float | None = None
+    # seconds after the client started at which the link profile's mid-run
+    # changes (``during``) fired, in at_fraction order; empty when none fired
+    changes_at: list[float] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
@@ -61,7 +64,7 @@ class RunRecord:
 
 CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "run", "seconds", "bytes", "mbps",
                "cpu_seconds", "verified", "exit_code", "files", "extra_files", "server", "requests",
-               "server_bytes", "reported_seconds"]
+               "server_bytes", "reported_seconds", "changes_at"]
 
 
 def mbps(nbytes: int, seconds: float) -> float:
@@ -81,6 +84,8 @@ def csv_text(records: Sequence[RunRecord]) -> str:
             value = getattr(r, col)
             if col == "verified":
                 value = "true" if value else "false"
+            elif col == "changes_at":
+                value = ";".join(f"{v:.3f}" for v in value)
             elif isinstance(value, float):
                 value = f"{value:.4f}"
             row.append("" if value is None else value)

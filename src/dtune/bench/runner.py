@@ -15,7 +15,11 @@ Theory of operation
    biasing whichever tool ran last. Each repetition starts one step later in
    the list, so no tool always follows the same neighbour.
 5. One run: apply the link profile, fresh output directory, list files,
-   read the server counters, start the client in the client namespace, wait
+   read the server counters, start the client in the client namespace (with,
+   for a profile with ``during`` changes, a watcher thread that polls the
+   emulator's byte counters and changes a link once its share of the
+   dataset has crossed; the profile's own links are set again before and
+   after such a run, so no change leaks into the next one), wait
    with ``os.wait4`` (wall seconds from start to reap; CPU seconds = user +
    system of the client and every descendant it waited for), kill whatever
    is left in its process group, verify every file (size + SHA-256 at the
@@ -45,7 +49,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dtune.bench.config import BenchConfig, DatasetSpec, Profile, ToolSpec
+from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
 from dtune.bench.peers import Job, peer
 from dtune.bench.report import RunRecord, mbps, write_results
 from dtune.bench.servers import BenchServer, make_server
@@ -53,7 +57,7 @@ from dtune.bench.urls import expected_paths, extra_files
 from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
 from dtune.testbed import Testbed
-from dtune.testbed.datasets import file_bytes_seed, make_dataset, plan_dataset, write_file
+from dtune.testbed.datasets import multiply_small, plan_dataset, write_plan
 from dtune.testbed.netns import pid_alive, proc_start_time
 from dtune.testbed.scenario import Link
 
@@ -62,6 +66,12 @@ from dtune.testbed.scenario import Link
 WORKDIR_PREFIX = "dtune-bench-wan-"
 OWNER_FILE = "owner.json"
 OWNER_KIND = "dtune bench (WAN testbed)"
+
+# How often the watcher of mid-run link changes reads the emulator's counters:
+# one stats request (a Unix-socket round trip of well under a millisecond) per
+# poll, and a change lands within 50 ms of its byte count -- about 1 % of a
+# 5 s run, finer than the run-to-run spread on the shared machine.
+CHANGE_POLL_S = 0.05
 
 T = TypeVar("T")
 Echo = Callable[[str], None]
@@ -128,16 +138,123 @@ def make_workdir(tmp: str | None = None) -> Path:
     return path
 
 
+def dataset_plan(spec: DatasetSpec) -> list[tuple[str, int]]:
+    """The files of ``spec``: the preset's plan, its first ``files``, then the copies of small files."""
+    plan = plan_dataset(spec.preset, spec.scale, spec.seed)
+    if spec.files is not None:
+        plan = plan[:spec.files]
+    return multiply_small(plan, spec.small_below, spec.small_factor)
+
+
 def build_dataset(spec: DatasetSpec, root: Path) -> list[tuple[str, int]]:
-    """Write ``spec`` under ``root``; ``files = N`` keeps the first N files of the preset's plan."""
-    if spec.files is None:
-        return make_dataset(spec.preset, root, spec.scale, spec.seed)
-    plan = plan_dataset(spec.preset, spec.scale, spec.seed)[:spec.files]
-    for rel, size in plan:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, size, file_bytes_seed(spec.seed, rel))
+    """Write ``spec`` under ``root`` and return exactly what was written (``dataset_plan``)."""
+    plan = dataset_plan(spec)
+    write_plan(plan, root, spec.seed, what=f"dataset {spec.name}")
     return plan
+
+
+# --- mid-run link changes -------------------------------------------------------
+
+def down_bytes(stats: Sequence[dict[str, Any]]) -> int:
+    """Bytes the emulator passed towards the client, summed over links (``Testbed.link_stats()``)."""
+    return sum(int((link.get("down") or {}).get("bytes", 0)) for link in stats)
+
+
+class ChangeSchedule:
+    """Which of a profile's mid-run changes are due, from the bytes observed (pure: no clock, no testbed).
+
+    ``due(down_bytes)`` returns the changes whose ``at_fraction`` of
+    ``total_bytes`` has crossed since ``start_bytes``, each once, in
+    ``at_fraction`` order.
+    """
+
+    def __init__(self, changes: Sequence[LinkChange], total_bytes: int, start_bytes: int) -> None:
+        self.changes = tuple(sorted(changes, key=lambda c: c.at_fraction))
+        self.total_bytes = max(1, total_bytes)
+        self.start_bytes = start_bytes
+        self.fired = 0
+
+    def fraction(self, down_bytes: int) -> float:
+        return (down_bytes - self.start_bytes) / self.total_bytes
+
+    def due(self, down_bytes: int) -> list[LinkChange]:
+        fraction = self.fraction(down_bytes)
+        out = []
+        while self.fired < len(self.changes) and self.changes[self.fired].at_fraction <= fraction:
+            out.append(self.changes[self.fired])
+            self.fired += 1
+        return out
+
+    @property
+    def done(self) -> bool:
+        return self.fired == len(self.changes)
+
+    def __repr__(self) -> str:
+        return f"<ChangeSchedule {self.fired} of {len(self.changes)} fired | {self.total_bytes} bytes>"
+
+
+class ChangeWatcher:
+    """Applies mid-run link changes from a thread while a client runs (a context manager).
+
+    ``start()`` reads the counters once (the run's baseline) and starts the
+    thread; every ``interval`` seconds it makes one ``tb.link_stats()`` call
+    and hands each due change to ``apply``. ``fired`` holds the seconds after
+    ``start()`` at which changes took effect; ``error`` what stopped the
+    thread early, if anything. ``stop()`` (also on leaving the ``with`` block,
+    whatever happened to the client) ends the thread and waits for it: no
+    change is applied after it returns.
+    """
+
+    def __init__(self, tb: Testbed, changes: Sequence[LinkChange], total_bytes: int,
+                 apply: Callable[[LinkChange], None], *, interval: float = CHANGE_POLL_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.tb = tb
+        self.changes = tuple(changes)
+        self.total_bytes = total_bytes
+        self.apply = apply
+        self.interval = interval
+        self.clock = clock
+        self.fired: list[float] = []
+        self.error = ""
+        self._schedule: ChangeSchedule | None = None
+        self._t0 = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> ChangeWatcher:
+        self._schedule = ChangeSchedule(self.changes, self.total_bytes, down_bytes(self.tb.link_stats()))
+        self._t0 = self.clock()
+        self._thread = threading.Thread(target=self._loop, name="dtune-bench-during", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return list(self.fired)
+
+    def __enter__(self) -> ChangeWatcher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        assert self._schedule is not None
+        try:
+            while not self._schedule.done and not self._stop.wait(self.interval):
+                for change in self._schedule.due(down_bytes(self.tb.link_stats())):
+                    if self._stop.is_set():
+                        return  # the client is done: a late change would only leak
+                    self.apply(change)
+                    self.fired.append(self.clock() - self._t0)
+        except Exception as exc:  # reported in the run's record, not lost in a thread
+            self.error = f"mid-run link change: {exc}"
+
+    def __repr__(self) -> str:
+        alive = self._thread is not None and self._thread.is_alive()
+        return f"<ChangeWatcher {len(self.fired)} of {len(self.changes)} fired | {'running' if alive else 'stopped'}>"
 
 
 # --- one client run -------------------------------------------------------------
@@ -368,7 +485,10 @@ class Bench:
             if not combos:
                 raise DtuneError("bench: nothing to run (every tool was skipped)")
             self.meta = self._meta(datasets, tools)
-            with Testbed(cfg.scenario, run_id=self.run_id) as tb, contextlib.ExitStack() as stack:
+            # mid-run changes count bytes with the TUN emulator's counters (netem has none)
+            backend = "tun" if any(p.during for p in cfg.profiles) else "auto"
+            with Testbed(cfg.scenario, run_id=self.run_id, backend=backend) as tb, \
+                    contextlib.ExitStack() as stack:
                 servers = []
                 for i in range(len(cfg.scenario.links)):
                     srv = make_server(cfg.server, tb, i, workdir / "data", cfg.port, workdir)
@@ -388,7 +508,8 @@ class Bench:
         plan = schedule(combos, self.cfg.runs, lambda c: c.tool.runs)
         current: str | None = self.cfg.profiles[0].name  # the testbed starts with the base links
         for i, (rep, combo) in enumerate(plan):
-            if combo.profile != current:
+            if combo.profile != current or profiles[combo.profile].during:
+                # a profile with mid-run changes starts every run from its own links
                 self._apply_profile(tb, profiles[combo.profile])
                 current = combo.profile
             record = self._run_one(tb, servers, by_name[combo.dataset], combo, rep, workdir / f"run-{i}")
@@ -401,12 +522,29 @@ class Bench:
 
     def _apply_profile(self, tb: Testbed, profile: Profile) -> None:
         for i, link in enumerate(profile_links(self.cfg.scenario.links, profile)):
-            tb.set_link(i, rate_mbit=link.rate_mbit, rtt_ms=link.rtt_ms, loss=link.loss,
-                        queue_kb=link.queue_bytes(self.cfg.scenario.mtu) / 1024)
+            self._set_link(tb, i, link)
+
+    def _set_link(self, tb: Testbed, index: int, link: Link) -> None:
+        tb.set_link(index, rate_mbit=link.rate_mbit, rtt_ms=link.rtt_ms, loss=link.loss,
+                    queue_kb=link.queue_bytes(self.cfg.scenario.mtu) / 1024)
+
+    def _change_applier(self, tb: Testbed, profile: Profile) -> Callable[[LinkChange], None]:
+        """Applies a profile's mid-run changes cumulatively: a link keeps earlier changes' values.
+
+        The link is set as a profile with those values would set it (an
+        automatic queue follows the new bandwidth-delay product).
+        """
+        links = profile_links(self.cfg.scenario.links, profile)
+
+        def apply(change: LinkChange) -> None:
+            links[change.link] = replace(links[change.link], **change.values)
+            self._set_link(tb, change.link, links[change.link])
+        return apply
 
     def _run_one(self, tb: Testbed, servers: list[BenchServer], ds: PreparedDataset, combo: Combo, rep: int,
                  rundir: Path) -> RunRecord:
         spec = combo.tool
+        profile = next(p for p in self.cfg.profiles if p.name == combo.profile)
         outdir, listdir = rundir / "out", rundir / "lists"
         outdir.mkdir(parents=True)
         listdir.mkdir(parents=True)
@@ -424,7 +562,13 @@ class Bench:
             # into a private database that goes with the working directory: benchmark
             # runs must not land in the history the tuners learn from
             env = dict(os.environ, DTUNE_HISTORY=str(rundir.parent / "dtune-history.db"))
-            result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env)
+            watcher = None
+            if profile.during:
+                watcher = ChangeWatcher(tb, profile.during, ds.total_bytes, self._change_applier(tb, profile))
+            with watcher or contextlib.nullcontext():
+                result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env)
+            if profile.during:
+                self._apply_profile(tb, profile)  # the next run starts from the profile's links too
             expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
             verdict = verify_output(expected, ds.digests)
             extra = extra_files(outdir, expected.values())
@@ -436,7 +580,10 @@ class Bench:
                 errors.append(f"exit code {result.exit_code}: {last_error_line(log)}")
             if not verdict.ok:
                 errors.append(verdict.reason())
-            verified = verdict.ok and result.exit_code == 0
+            change_error = watcher.error if watcher is not None else ""
+            if change_error:
+                errors.append(change_error)  # the run did not see the links it was meant to
+            verified = verdict.ok and result.exit_code == 0 and not change_error
             if not verified and rundir.exists():
                 self._keep_log(log, combo, rep)
             return RunRecord(
@@ -448,7 +595,8 @@ class Bench:
                 servers=[{"requests": a.requests - b.requests, "bytes": a.bytes - b.bytes}
                          for a, b in zip(after, before, strict=True)],
                 command=" ".join(cmd.argv),
-                reported_seconds=reported_seconds(log) if spec.tool == "dtune" else None)
+                reported_seconds=reported_seconds(log) if spec.tool == "dtune" else None,
+                changes_at=[round(t, 4) for t in watcher.fired] if watcher is not None else [])
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
 
@@ -467,10 +615,14 @@ class Bench:
             "repetitions": cfg.runs, "timeout_s": cfg.timeout_s,
             "links": [link.describe() for link in cfg.scenario.links],
             "client": asdict(cfg.scenario.client), "mtu": cfg.scenario.mtu,
-            "profiles": [{"name": p.name, "links": [link.describe() for link in profile_links(cfg.scenario.links, p)]}
+            "profiles": [{"name": p.name, "links": [link.describe() for link in profile_links(cfg.scenario.links, p)],
+                          "during": [{"at_fraction": c.at_fraction, "link": c.link + 1, **c.values}
+                                     for c in p.during]}
                          for p in cfg.profiles],
             "datasets": [{"name": d.spec.name, "preset": d.spec.preset, "scale": d.spec.scale,
-                          "seed": d.spec.seed, "files": len(d.files), "bytes": d.total_bytes} for d in datasets],
+                          "seed": d.spec.seed, "files": len(d.files), "bytes": d.total_bytes,
+                          "small_below": d.spec.small_below, "small_factor": d.spec.small_factor}
+                         for d in datasets],
             "tools": [asdict(t) for t in tools],
             "skipped": self.skipped,
             "versions": _tool_versions([t.tool for t in tools] + [cfg.server]),

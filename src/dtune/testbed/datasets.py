@@ -15,6 +15,13 @@ generation runs at several hundred MB/s.
 
 Sizes use decimal units (1 KB = 1000 bytes, 1 MB = 10^6), as the papers do.
 
+``multiply_small(plan, below, factor)`` (also pure) gives every file smaller
+than ``below`` bytes ``factor - 1`` copies of the same size next to it
+(``obj-00012.dat`` -> ``obj-00012-copy1.dat``): more small files without
+changing the large ones, to see how a tool copes with per-file overhead.
+The copies' bytes differ from the original's because bytes derive from the
+relpath.
+
 Presets (defaults fit a 2-core machine; ``scale`` multiplies the file count,
 except for ``video`` whose few files get their *sizes* multiplied):
 
@@ -135,6 +142,61 @@ def plan_dataset(preset: str, scale: float = 1.0, seed: int = 0) -> list[tuple[s
     return [(p.relpath(i, size), size) for i, size in enumerate(sizes)]
 
 
+COPY_INFIX = "-copy"
+# A thousand copies of each small file already turns the 2000-file html preset
+# into two million files; more is a typo, not an experiment.
+MAX_SMALL_FACTOR = 1000
+
+
+def copy_relpath(relpath: str, k: int) -> str:
+    """The name of copy ``k`` of ``relpath``: ``-copy<k>`` before the first dot of the file name.
+
+    ``run-000/obj-00012.dat`` -> ``run-000/obj-00012-copy1.dat``,
+    ``reads-00001.fastq.gz`` -> ``reads-00001-copy1.fastq.gz``.
+    """
+    slash = relpath.rfind("/") + 1
+    dot = relpath.find(".", slash + 1)  # a leading dot belongs to the name, not the extension
+    if dot < 0:
+        dot = len(relpath)
+    return f"{relpath[:dot]}{COPY_INFIX}{k}{relpath[dot:]}"
+
+
+def check_small_files(below: int | None, factor: int) -> None:
+    """Raise DtuneError unless ``(below, factor)`` is a valid small-file multiplication."""
+    if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= MAX_SMALL_FACTOR:
+        raise DtuneError(f"dataset: small_factor must be an integer in 1..{MAX_SMALL_FACTOR}, got {factor!r}")
+    if below is None:
+        if factor > 1:
+            raise DtuneError("dataset: small_factor needs small_below (the size in bytes under which "
+                             "a file counts as small)")
+        return
+    if isinstance(below, bool) or not isinstance(below, int) or below <= 0:
+        raise DtuneError(f"dataset: small_below must be a positive integer (bytes), got {below!r}")
+
+
+def multiply_small(plan: Sequence[tuple[str, int]], below: int | None,
+                   factor: int = 1) -> list[tuple[str, int]]:
+    """``plan`` with ``factor - 1`` same-sized copies after every file smaller than ``below`` bytes.
+
+    Pure and deterministic; ``factor = 1`` (or ``below = None``) returns the
+    plan unchanged. Raises DtuneError if a copy's name is already taken.
+    """
+    check_small_files(below, factor)
+    if factor == 1 or below is None:
+        return list(plan)
+    out = []
+    for relpath, size in plan:
+        out.append((relpath, size))
+        if size < below:
+            out += [(copy_relpath(relpath, k), size) for k in range(1, factor)]
+    names = set()
+    for relpath, _ in out:
+        if relpath in names:
+            raise DtuneError(f"dataset: copying small files: {relpath!r} is planned twice")
+        names.add(relpath)
+    return out
+
+
 def file_bytes_seed(seed: int, relpath: str) -> int:
     return int.from_bytes(hashlib.sha256(f"dtune-bytes:{seed}:{relpath}".encode()).digest()[:16], "big")
 
@@ -151,12 +213,21 @@ def write_file(path: Path, size: int, key: int) -> None:
 
 
 def make_dataset(preset: str, directory: str | os.PathLike[str], scale: float = 1.0,
-                 seed: int = 0) -> list[tuple[str, int]]:
+                 seed: int = 0, *, small_below: int | None = None,
+                 small_factor: int = 1) -> list[tuple[str, int]]:
     """Write the dataset under ``directory`` (created) and return ``[(relpath, size)]``.
 
-    Existing files with the same names are overwritten; nothing else is written.
+    ``small_below`` / ``small_factor``: see ``multiply_small``. Existing files
+    with the same names are overwritten; nothing else is written.
     """
-    plan = plan_dataset(preset, scale, seed)
+    plan = multiply_small(plan_dataset(preset, scale, seed), small_below, small_factor)
+    write_plan(plan, directory, seed, what=f"dataset {preset}")
+    return plan
+
+
+def write_plan(plan: Sequence[tuple[str, int]], directory: str | os.PathLike[str], seed: int, *,
+               what: str = "dataset") -> None:
+    """Write every ``(relpath, size)`` of ``plan`` under ``directory``, bytes from (seed, relpath)."""
     root = Path(directory)
     made: set[Path] = set()
     for relpath, size in plan:
@@ -165,13 +236,12 @@ def make_dataset(preset: str, directory: str | os.PathLike[str], scale: float = 
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise DtuneError(f"dataset {preset}: cannot create {path.parent}: {exc.strerror}") from None
+                raise DtuneError(f"{what}: cannot create {path.parent}: {exc.strerror}") from None
             made.add(path.parent)
         try:
             write_file(path, size, file_bytes_seed(seed, relpath))
         except OSError as exc:
-            raise DtuneError(f"dataset {preset}: writing {path}: {exc.strerror}") from None
-    return plan
+            raise DtuneError(f"{what}: writing {path}: {exc.strerror}") from None
 
 
 def summarize(files: Sequence[tuple[str, int]]) -> dict[str, float]:
