@@ -30,6 +30,14 @@ def test_unmeasured_replicas_get_the_probe_range():
     assert sizer.size(0, 100 * KIB, 0.0) == 100 * KIB  # never more than is left
 
 
+def test_probes_shrink_on_a_file_that_is_small_against_the_connections():
+    k = MdtpConstants()                                   # 5 MiB probes, min range 256 KiB
+    sizer = MdtpSizer(k, lanes={0: 3, 1: 3, 2: 3, 3: 3})  # 12 connections
+    assert sizer.size(0, 1024 * MIB, 0.0) == 5 * MIB      # large file: the reference probe
+    assert sizer.size(0, 120 * MIB, 0.0) == 120 * MIB // 48   # 120 MiB / (4 × 12)
+    assert sizer.size(0, 4 * MIB, 0.0) == 256 * KIB       # never below the least useful range
+
+
 def test_ranges_are_bin_packed_so_a_round_finishes_together():
     sizer = MdtpSizer(SMALL_K)
     sizer.observe(0, 1, 4 * MIB, 1.0, 1.0)   # 4 MiB/s
@@ -96,6 +104,23 @@ def test_share_is_speed_relative_to_the_fastest_replica():
     sizer.observe(1, 2, 1 * MIB, 1.0, 1.0)
     assert sizer.share(0) == 1.0 and sizer.share(1) == 0.25
     assert StaticChunks().share(1) == 1.0
+
+
+def test_a_slow_replica_stops_taking_work_it_would_finish_after_everyone_else():
+    sizer = MdtpSizer(SMALL_K)
+    assert sizer.admits(0, 10 * MIB, 50 * MIB, {})        # nothing measured yet: probe it
+    sizer.observe(0, 1, 8 * MIB, 1.0, 1.0)   # 8 MiB/s per connection
+    sizer.observe(1, 2, 5 * MIB, 1.0, 1.0)   # 5 MiB/s: within 2× of the fastest
+    sizer.observe(2, 3, 1 * MIB, 1.0, 1.0)   # 1 MiB/s
+    lanes = {0: 2, 1: 1, 2: 1}               # 16 + 5 + 1 = 22 MiB/s together
+    # 2 MiB take replica 2 two seconds; 88 MiB still to come take everyone four: it may
+    assert sizer.admits(2, 2 * MIB, 88 * MIB, lanes)
+    # 22 MiB left take everyone one second: replica 2 would end a second after the rest
+    assert not sizer.admits(2, 2 * MIB, 22 * MIB, lanes)
+    # replicas within 2× of the fastest always may, however little is left
+    assert sizer.admits(1, 2 * MIB, 1 * MIB, lanes) and sizer.admits(0, 2 * MIB, 0, lanes)
+    assert sizer.admits(2, 2 * MIB, None, lanes)          # sizes unknown: no basis to refuse
+    assert StaticChunks().admits(2, 2 * MIB, 0, lanes)    # the baseline never refuses
 
 
 def test_static_chunks_are_equal():

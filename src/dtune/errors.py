@@ -41,5 +41,10 @@ class ProtocolError(HTTPError):
     """The peer broke HTTP/1.1 (garbage status line, bad framing, mismatched Content-Range)."""
 
 
+class RangeCut(HTTPError):
+    """A request reached the earlier end it was cut to (the rest went to a faster
+    connection); its connection is dropped, which is nobody's fault."""
+
+
 class DiskError(DtuneError):
     """Writing the output failed (no space, read-only, I/O error)."""

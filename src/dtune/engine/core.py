@@ -75,6 +75,11 @@ class RangePolicy(Protocol):
     def observe(self, replica: int, lane: int, nbytes: int, seconds: float, now: float) -> None: ...
     def forget(self, replica: int) -> None: ...
     def share(self, replica: int) -> float: ...   # its speed relative to the fastest (1.0 = fastest)
+    def rate(self, replica: int) -> float | None: ...   # bytes/s of one connection; None: not adapting
+    def rtt_of(self, replica: int) -> float | None: ...
+    # may a connection of ``replica`` start a piece of ``nbytes`` now? ``remaining`` is the
+    # transfer's bytes still to come, ``lanes`` the connections per replica
+    def admits(self, replica: int, nbytes: int, remaining: int | None, lanes: dict[int, int]) -> bool: ...
 
 
 class StallError(HTTPError):
@@ -212,6 +217,10 @@ class Engine:
         self._replica_failures: dict[int, int] = {}
         self._benched: dict[int, float] = {}
         self._bench_count: dict[int, int] = {}
+        # refreshed every tick, read by range_policy.admits(): bytes still to come, and
+        # connections per replica
+        self._remaining_bytes: int | None = None
+        self._lanes_per_replica: dict[int, int] = {}
 
     # ---- public ------------------------------------------------------------
     def now(self) -> float:
@@ -459,15 +468,94 @@ class Engine:
         for f in group.files:
             if f.not_before > now or not f.has_work() or replica >= len(f.sources):
                 continue
-            if lane.id in f.lanes or len(f.lanes) < p:
+            if (lane.id in f.lanes or len(f.lanes) < p) and self._admits(lane, f, now):
                 return self._carve(f, lane)
         f = part.pop_ready(now, replica)
         if f is None:
+            return self._steal(lane, now)
+        if not self._admits(lane, f, now):
+            part.queue.appendleft(f)  # for a faster replica; this lane waits for a wake-up
             return None
         f.status = "active"
         f.group = group
         group.files.append(f)
         return self._carve(f, lane)
+
+    def _steal(self, lane: Lane, now: float) -> RangeJob | None:
+        """Multi-source endgame: take the tail of the range that would finish last.
+
+        Nothing is left to hand out, so this idle lane looks at the ranges
+        being received on the other lanes of its partition. For each, with
+        ``R`` bytes to go at the victim's measured rate ``v``, the thief (rate
+        ``t`` from the policy, ``o`` = its replica's RTT, twice if it must
+        connect) could take the last ``R - x`` bytes where both finish
+        together: ``x / v = o + (R - x) / t``. The range with the largest
+        gain in finish time is cut at ``x`` if the gain is worth at least a
+        few round trips and the tail at least ``min_range``. The victim stops
+        at the cut and drops its connection (``RangeJob.cut``); what it had
+        pipelined behind goes back to the queue.
+        """
+        policy = self.range_policy
+        if policy is None or self._replica_count < 2 or lane.retiring:
+            return None
+        t = policy.rate(lane.replica)
+        if not t:
+            return None
+        rtt = policy.rtt_of(lane.replica) or 0.05  # unknown: assume a WAN-like round trip
+        connected = lane.channel is not None and lane.channel.usable
+        o = rtt if connected else 2 * rtt           # a request, or a connect and a request
+        best: tuple[float, RangeJob, int] | None = None
+        for group in lane.group.partition.groups:
+            for other in group.lanes:
+                ch = other.channel
+                job = ch.current if ch is not None and other is not lane else None
+                if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206
+                        or job.end is None or job.gen != job.file.gen or job.file.size is None
+                        or lane.replica >= len(job.file.sources)):
+                    continue
+                elapsed = now - max(job.t_sent, other.last_done)  # (pipelined: from the answer before)
+                got = job.pos - job.first
+                left = job.end - job.pos
+                if left < 2 * self.options.min_range or elapsed <= 0 or got <= 0:
+                    continue
+                v = got / elapsed
+                keep = int(v * (o + left / t) / (1 + v / t))
+                gain = left / v - keep / v
+                if left - keep < self.options.min_range or gain < max(3 * o, 0.05):
+                    continue
+                if best is None or gain > best[0]:
+                    best = (gain, job, keep)
+        if best is None:
+            return None
+        _, victim, keep = best
+        f = victim.file
+        cut = victim.pos + keep
+        old_end = victim.end
+        victim.end = cut
+        victim.cut = True
+        job = RangeJob(self, f, lane, cut, old_end, ranged=True)
+        self._assign(job)
+        self._emit("steal", file=f.relpath, replica=lane.replica, victim_replica=victim.replica,
+                   start=cut, end=old_end)
+        return job
+
+    def _admits(self, lane: Lane, f: FileState, now: float) -> bool:
+        """Multi-source: may this lane's replica start the next piece of ``f``?
+
+        The piece is the whole file below the split threshold, else the range
+        the policy would size for this replica. A slow replica must not start
+        a piece it would still be fetching after the faster ones have finished
+        everything else (see ``MdtpSizer.admits``).
+        """
+        policy = self.range_policy
+        if policy is None or self._replica_count < 2 or f.size is None:
+            return True
+        unassigned = f.unassigned.total() if f.unassigned is not None else f.size
+        if f.size <= self.options.split_threshold:
+            piece = unassigned
+        else:
+            piece = policy.size(lane.replica, unassigned, now) or unassigned
+        return policy.admits(lane.replica, piece, self._remaining_bytes, self._lanes_per_replica)
 
     def _carve(self, f: FileState, lane: Lane) -> RangeJob:
         opts = self.options
@@ -779,10 +867,22 @@ class Engine:
             await asyncio.sleep(1.0)
             now = self.now()
             self.acct.tick(now)
+            snap = None
             if self.tick_listeners:
                 snap = self.acct.snapshot(now)
                 for listener in list(self.tick_listeners):
                     listener(snap)
+            if self.range_policy is not None and self._replica_count > 1:
+                snap = snap or self.acct.snapshot(now)
+                self._remaining_bytes = (None if snap.bytes_total is None else
+                                         max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
+                lanes: dict[int, int] = {}
+                for part in self.partitions.values():
+                    for group in part.groups:
+                        for one in group.lanes:
+                            if not one.retiring:
+                                lanes[one.replica] = lanes.get(one.replica, 0) + 1
+                self._lanes_per_replica = lanes
             self._check_stalls(now)
             for lane in list(self._idle):
                 lane.wake.set()  # backoffs may have expired

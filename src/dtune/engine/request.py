@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from dtune.engine.files import FileState, disk_error
-from dtune.errors import DtuneError, HTTPError, ProtocolError
+from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.http.message import (
     build_request,
     parse_content_range,
@@ -38,7 +38,7 @@ class RangeJob:
 
     __slots__ = ("engine", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
-                 "fd", "gen", "replica", "origin", "t_sent", "url")
+                 "fd", "gen", "replica", "origin", "t_sent", "url", "cut")
 
     def __init__(self, engine: Engine, file: FileState, lane: Lane, start: int, end: int | None,
                  ranged: bool) -> None:
@@ -64,6 +64,7 @@ class RangeJob:
         self.origin = source.origin
         self.url = source.url
         self.t_sent = 0.0
+        self.cut = False          # end was moved earlier (Engine._steal): stop there, drop the connection
         self.request = build_request("GET", source.origin, source.target,
                                      (start, end) if ranged and end is not None else None)
 
@@ -199,7 +200,17 @@ class RangeJob:
         pos = self.pos
         end = self.end
         if end is not None and pos + n > end:
-            raise ProtocolError(f"{self.describe()}: server sent more bytes than asked for")
+            if not self.cut:
+                raise ProtocolError(f"{self.describe()}: server sent more bytes than asked for")
+            # the bytes past the cut belong to another request: keep ours, drop the connection
+            self._write(data[:end - pos], pos)
+            raise RangeCut(f"{self.describe()}: reached the cut at byte {end}", innocent=True)
+        self._write(data, pos)
+
+    def _write(self, data: bytes, pos: int) -> None:
+        n = len(data)
+        if not n:
+            return
         try:
             os.pwrite(self.fd, data, pos)
         except OSError as exc:
@@ -231,6 +242,9 @@ class RangeJob:
         self.engine._job_done(self)
 
     def on_error(self, exc: Exception) -> None:
+        if isinstance(exc, RangeCut) and self.pos == self.end:
+            self.engine._job_done(self)
+            return
         self.engine._job_failed(self, exc)
 
     def save_progress(self) -> None:

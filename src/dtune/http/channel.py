@@ -80,6 +80,11 @@ class Channel(asyncio.Protocol):
         return len(self._fifo)
 
     @property
+    def current(self) -> Exchange | None:
+        """The exchange whose response is being read now (None between responses)."""
+        return self._current
+
+    @property
     def usable(self) -> bool:
         return self.transport is not None and not self._closing and not self.closed.done()
 

@@ -7,7 +7,8 @@ how many bytes the next range of a lane on that replica should ask for.
 The rule, per round:
 
 1. **Probe** — until a replica has an estimate, its ranges are ``probe``
-   bytes (reference: 5 MiB).
+   bytes (reference: 5 MiB), or less on a file that is not large against
+   the connections: at most ``file / (probe_share × connections)``.
 2. **Estimate** — each replica's per-connection throughput is an EWMA of
    its finished ranges (``alpha`` on the newest; the reference used the last
    range only).
@@ -39,7 +40,9 @@ MIB = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class MdtpConstants:
-    probe: int = 5 * MIB          # reference probe range
+    probe: int = 5 * MIB          # reference probe range (an upper bound: see probe_share)
+    probe_share: int = 4          # probes ≤ file / (4 × connections): 128 MiB over 12 connections
+                                  # → 2.7 MiB each, so srv4 of replicas4 ends its probes in time
     large_min: int = 16 * MIB     # the reference used 20–40 MiB; 16 MiB suits links ≤ 1 Gbit/s
     large_max: int = 64 * MIB
     bdp_rounds: float = 8.0       # LARGE ≥ 8·BDP of the fastest replica: a round spans many RTTs
@@ -48,6 +51,7 @@ class MdtpConstants:
     window_share: float = 0.7     # per-connection rate ≥ 70 % of buf/RTT → window-limited
     grow_gain: float = 1.10       # keep an added connection only if the replica gained ≥ 10 %
     max_lanes: int = 16           # connections per replica (aria2c's hard limit is 16 too)
+    admit_ratio: float = 2.0      # a replica within 2× of the fastest per connection always takes work
     start_lanes: int = 3          # connections per replica at the start: one window-limited stream
                                   # (512 KiB at 20–60 ms) carries only 50–150 Mbit/s; measured on
                                   # replicas4: 3 → 3.2 s, 1 → 5.7 s, 4 → 3.9 s for 210 MB
@@ -93,7 +97,14 @@ class MdtpSizer:
             return 0
         k = self.k
         if replica not in self.thr_:
-            return min(k.probe, unassigned)
+            # a probe is at most 1/probe_share of what each connection would get if the
+            # file were split evenly: on a mid-size file a slow replica's probes must not
+            # outlast the fast replicas' whole share
+            probe = k.probe
+            if self.lanes:  # (known when MdtpTuner drives the sizer)
+                conns = sum(max(1, n) for n in self.lanes.values())
+                probe = max(k.min_range, min(probe, unassigned // (k.probe_share * conns)))
+            return min(unassigned, probe)
         fastest = max(self.thr_, key=self.thr_.get)
         th_fast = self.thr_[fastest]
         large = self.large_range(fastest)
@@ -116,6 +127,32 @@ class MdtpSizer:
         if th is None:
             return 0.0
         return th / max(self.thr_.values())
+
+    def rate(self, replica: int) -> float | None:
+        return self.thr_.get(replica)
+
+    def rtt_of(self, replica: int) -> float | None:
+        return self.rtt.get(replica)
+
+    def admits(self, replica: int, nbytes: int, remaining: int | None, lanes: dict[int, int]) -> bool:
+        """May a connection of ``replica`` start a piece of ``nbytes`` now?
+
+        Yes for an unmeasured replica (its first piece is its probe) and for
+        one whose connections run at least ``1 / admit_ratio`` of the
+        fastest's. A slower replica only while the transfer will last longer
+        anyway: its time for the piece, ``nbytes / its per-connection rate``,
+        must not exceed ``remaining / the rate of every connection`` (the
+        time the whole transfer still needs). Near the end the slow replicas
+        stop taking work instead of holding the last files.
+        """
+        th = self.thr_.get(replica)
+        if th is None or remaining is None:
+            return True
+        fastest = max(self.thr_.values())
+        if th * self.k.admit_ratio >= fastest:
+            return True
+        capacity = sum(t * max(1, lanes.get(r, self.lanes.get(r, 1))) for r, t in self.thr_.items())
+        return nbytes / th <= remaining / capacity
 
     # ---- what the tuner and reports read -----------------------------------------
     def large_range(self, replica: int) -> int:
@@ -189,3 +226,12 @@ class StaticChunks:
 
     def share(self, replica: int) -> float:
         return 1.0  # the baseline does not adapt
+
+    def admits(self, replica: int, nbytes: int, remaining: int | None, lanes: dict[int, int]) -> bool:
+        return True
+
+    def rate(self, replica: int) -> float | None:
+        return None  # the baseline never steals a tail
+
+    def rtt_of(self, replica: int) -> float | None:
+        return None
