@@ -448,10 +448,11 @@ def test_a_stalled_response_is_dropped_after_stall_timeout_and_its_range_fetched
                 Params(2, 1, 1), options=opts)
     assert run.result.ok, run.result.failed
     assert_exact(run, server, "/stall.bin", "/other.bin")
-    first, second = server.gets("/stall.bin")[:2]
+    first, *later = server.gets("/stall.bin")
     assert first.sent == 5000
-    assert second.at - first.at >= opts.stall_timeout
-    assert second.asked(len(data))[0] == first.asked(len(data))[0] + 5000   # only what was missing
+    # only what was missing is asked again: after the stall timeout, or earlier by an idle
+    # lane that took the stalled range's tail (Engine._steal)
+    assert any(r.asked(len(data))[0] == first.asked(len(data))[0] + 5000 for r in later)
     assert any(e["event"] == "retry" and "no data for 0.5 s" in e["reason"] for e in run.events)
     assert run.seconds < 5
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import importlib
 import sys
+import threading
 
 from dtune import argtypes
 from dtune.errors import DtuneError, UsageError
@@ -119,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
         reporter = JsonReporter()
     else:
         reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not args.no_progress)
+    if not args.no_history:
+        # recording needs SQLAlchemy (~0.1 s to import): load it while the transfer waits on the network
+        threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
     clock = Clock()
     try:
         result = run_async(transfer(plan, on_event=reporter.event, on_progress=reporter.progress))
@@ -141,4 +147,6 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-
+def _preload_history() -> None:
+    with contextlib.suppress(Exception):  # the real import, after the transfer, reports any error
+        importlib.import_module("dtune.history.record")

@@ -63,6 +63,7 @@ from dtune.http.message import (
 from dtune.params import EngineOptions, Params
 
 COMMIT_BATCH = 256          # files verified and synced together (one syncfs)
+STEAL_MIN = 128 * 1024       # the least tail worth a new request (and the victim's reconnect)
 TIMER_SLACK = 0.005         # seconds added to wake-up timers (uvloop fires up to 1 ms early)
 
 EventSink = Callable[[dict], None]
@@ -221,6 +222,10 @@ class Engine:
         # connections per replica
         self._remaining_bytes: int | None = None
         self._lanes_per_replica: dict[int, int] = {}
+        # refreshed every tick, read by _steal() with one source: bytes/s of an average
+        # connection, and the median RTT
+        self._conn_rate: float | None = None
+        self._rtt: float | None = None
 
     # ---- public ------------------------------------------------------------
     def now(self) -> float:
@@ -482,26 +487,43 @@ class Engine:
         return self._carve(f, lane)
 
     def _steal(self, lane: Lane, now: float) -> RangeJob | None:
-        """Multi-source endgame: take the tail of the range that would finish last.
+        """Endgame: help the partition's other groups finish.
 
-        Nothing is left to hand out, so this idle lane looks at the ranges
-        being received on the other lanes of its partition. For each, with
-        ``R`` bytes to go at the victim's measured rate ``v``, the thief (rate
-        ``t`` from the policy, ``o`` = its replica's RTT, twice if it must
-        connect) could take the last ``R - x`` bytes where both finish
-        together: ``x / v = o + (R - x) / t``. The range with the largest
-        gain in finish time is cut at ``x`` if the gain is worth at least a
-        few round trips and the tail at least ``min_range``. The victim stops
-        at the cut and drops its connection (``RangeJob.cut``); what it had
-        pipelined behind goes back to the queue.
+        The queue is empty, so this idle lane first takes unassigned bytes of
+        a file another group holds (no more than ``p`` lanes per file is a
+        rule for the steady state, not for the end). Failing that it looks at
+        the ranges being received on the other lanes: for each, with ``R``
+        bytes to go at the victim's measured rate ``v``, the thief (rate ``t``:
+        its replica's per-connection estimate, or with one source the average
+        connection's; ``o`` = its RTT, twice if it must connect) could take
+        the last ``R - x`` bytes where both finish together:
+        ``x / v = o + (R - x) / t``. Only victims slower than ``t / 2`` are
+        cut (a stalled connection, a slow replica), and only if the gain is
+        worth a few round trips and the tail at least ``STEAL_MIN``; the
+        slowest-to-finish goes first. The victim stops at the cut and drops
+        its connection (``RangeJob.cut``); what it had pipelined behind goes
+        back to the queue.
         """
-        policy = self.range_policy
-        if policy is None or self._replica_count < 2 or lane.retiring:
+        if lane.retiring:
             return None
-        t = policy.rate(lane.replica)
+        for group in lane.group.partition.groups:
+            if group is lane.group:
+                continue
+            for f in group.files:
+                if f.not_before <= now and f.has_work() and lane.replica < len(f.sources) \
+                        and self._admits(lane, f, now):
+                    return self._carve(f, lane)
+        if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
+            return None
+        policy = self.range_policy
+        if policy is not None and self._replica_count > 1:
+            t = policy.rate(lane.replica)
+            rtt = policy.rtt_of(lane.replica)
+        else:  # one source: every connection is assumed as fast as the average one
+            t, rtt = self._conn_rate, self._rtt
         if not t:
             return None
-        rtt = policy.rtt_of(lane.replica) or 0.05  # unknown: assume a WAN-like round trip
+        rtt = rtt or 0.05  # unknown: assume a WAN-like round trip
         connected = lane.channel is not None and lane.channel.usable
         o = rtt if connected else 2 * rtt           # a request, or a connect and a request
         best: tuple[float, RangeJob, int] | None = None
@@ -516,12 +538,14 @@ class Engine:
                 elapsed = now - max(job.t_sent, other.last_done)  # (pipelined: from the answer before)
                 got = job.pos - job.first
                 left = job.end - job.pos
-                if left < 2 * self.options.min_range or elapsed <= 0 or got <= 0:
+                if left < 2 * STEAL_MIN or elapsed <= 0 or got <= 0:
                     continue
                 v = got / elapsed
+                if 2 * v >= t:
+                    continue
                 keep = int(v * (o + left / t) / (1 + v / t))
                 gain = left / v - keep / v
-                if left - keep < self.options.min_range or gain < max(3 * o, 0.05):
+                if left - keep < STEAL_MIN or gain < max(3 * o, 0.05):
                     continue
                 if best is None or gain > best[0]:
                     best = (gain, job, keep)
@@ -872,8 +896,10 @@ class Engine:
                 snap = self.acct.snapshot(now)
                 for listener in list(self.tick_listeners):
                     listener(snap)
+            snap = snap or self.acct.snapshot(now)
+            self._conn_rate = snap.rate / snap.channels if snap.channels and snap.rate > 0 else None
+            self._rtt = snap.rtt
             if self.range_policy is not None and self._replica_count > 1:
-                snap = snap or self.acct.snapshot(now)
                 self._remaining_bytes = (None if snap.bytes_total is None else
                                          max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
                 lanes: dict[int, int] = {}

@@ -145,13 +145,14 @@ class RangeJob:
         if cr is None:
             raise ProtocolError(f"{self.describe()}: 206 without Content-Range")
         start, end, total = parse_content_range(cr)
+        if f.size is not None and total is not None and total != f.size:
+            # (checked first: a shrunk file also answers a range across its new end short)
+            raise HTTPError(f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}",
+                            retryable=False)
         want_end = self.end if f.size is not None else min(self.end or 0, total or 0)
         if start != self.start or end != want_end or total is None:
             raise ProtocolError(f"{self.describe()}: server sent Content-Range {cr!r} "
                                 f"for Range bytes={self.start}-{(self.end or 0) - 1}", retryable=True)
-        if f.size is not None and total != f.size:
-            raise HTTPError(f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}",
-                            retryable=False)
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) != end - start):
             raise ProtocolError(f"{self.describe()}: Content-Length {length} does not match "
@@ -206,6 +207,8 @@ class RangeJob:
             self._write(data[:end - pos], pos)
             raise RangeCut(f"{self.describe()}: reached the cut at byte {end}", innocent=True)
         self._write(data, pos)
+        if self.cut and self.pos == end:  # exactly at the cut: do not wait for bytes we would drop
+            raise RangeCut(f"{self.describe()}: reached the cut at byte {end}", innocent=True)
 
     def _write(self, data: bytes, pos: int) -> None:
         n = len(data)

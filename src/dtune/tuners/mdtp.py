@@ -115,7 +115,8 @@ class MdtpSizer:
         if per_round > unassigned:  # last round: split what is left by throughput
             capacity = sum(th * max(1, self.lanes.get(r, 1)) for r, th in self.thr_.items())
             size = unassigned * self.thr_[replica] / capacity
-        return int(min(unassigned, max(k.min_range, size)))
+        size = int(min(unassigned, max(k.min_range, size)))
+        return unassigned if unassigned - size < k.min_range else size  # no crumbs left behind
 
     def share(self, replica: int) -> float:
         """This replica's per-connection speed relative to the fastest.
