@@ -84,17 +84,36 @@ def test_fast_set_is_at_or_above_the_geometric_mean():
     assert sizer.fast_set() == [0, 1]
 
 
-def test_window_limited_replicas_climb_and_step_back_when_it_does_not_pay():
-    climber = LaneClimber()
+def test_window_limited_replicas_double_and_step_back_when_it_does_not_pay():
+    climber = LaneClimber(MdtpConstants(max_lanes=6))
     lanes = {0: 1, 1: 1}
     lanes, why = climber.step(lanes, {0: 100.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
     assert lanes == {0: 2, 1: 1} and "window-limited" in why[0]
     lanes, _ = climber.step(lanes, {0: 190.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
-    assert lanes == {0: 3, 1: 1}                 # +90 %: keep it and climb again
-    lanes, why = climber.step(lanes, {0: 195.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
-    assert lanes == {0: 2, 1: 1} and "back to 2" in why[0]   # +3 %: the third did not pay
-    lanes, _ = climber.step(lanes, {0: 195.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
-    assert lanes == {0: 2, 1: 1}                 # frozen until something changes
+    assert lanes == {0: 4, 1: 1}                 # +90 %: keep them and double again
+    lanes, _ = climber.step(lanes, {0: 360.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 6, 1: 1}                 # doubling stops at max_lanes
+    lanes, why = climber.step(lanes, {0: 370.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 4, 1: 1} and "back to 4" in why[0]   # +3 %: the last two did not pay
+    lanes, _ = climber.step(lanes, {0: 370.0, 1: 100.0}, {0: True, 1: False}, {0, 1})
+    assert lanes == {0: 4, 1: 1}                 # frozen until something changes
+
+
+def test_mdtp_starts_enough_connections_for_each_replicas_window():
+    from dtune.netfacts import NetworkFacts
+    from dtune.tuners import MdtpTuner
+
+    buf = 512 * KIB                               # window 0.7 × 512 KiB = 367 KB
+    facts = NetworkFacts(rtt=0.02, bandwidth=125e6, tcp_buffer=buf, how={},
+                         replica_origins=["a", "b", "c"], replica_rtt=[0.020, 0.060, 0.520])
+    tuner = MdtpTuner()
+    plan = tuner.plan([1 << 30], facts)
+    # 100 Mbit/s through the window: ceil(12.5e6 × RTT / 367002) → 1, 3, 18; at least 3
+    assert tuner.lanes_ == {0: 3, 1: 3, 2: 18}
+    assert plan.params["all"].p == 24
+    assert tuner.step_ == pytest.approx(3 * 0.520)  # a step spans 3 RTTs of the slowest replica
+    # probes are at most two windows, so a slow round trip does not make them last seconds
+    assert tuner.policy_.size(2, 1 << 30, 0.0) == int(2 * 0.7 * buf)
 
 
 def test_share_is_speed_relative_to_the_fastest_replica():

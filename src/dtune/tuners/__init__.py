@@ -24,6 +24,9 @@ from dtune.engine.core import RangePolicy
 from dtune.netfacts import NetworkFacts
 from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params, default_params
 from dtune.tuners.heuristic import (
+    DEFAULTS as HEURISTIC_DEFAULTS,
+)
+from dtune.tuners.heuristic import (
     EtaTracker,
     HeuristicConstants,
     PartitionState,
@@ -336,19 +339,33 @@ class MdtpTuner(Tuner):
         replicas = max(1, len(facts.replica_origins))
         self.origins_ = list(facts.replica_origins) or [""]
         self.buf_ = facts.tcp_buffer
-        start = 1 if self.static_chunks else self.constants.start_lanes
-        self.lanes_ = {r: start for r in range(replicas)}
-        self.climber_ = LaneClimber(self.constants)
+        k = self.constants
+        window = facts.tcp_buffer * HEURISTIC_DEFAULTS.window_fraction  # what one stream gets
+        rtts_s = list(facts.replica_rtt) or [facts.rtt]
+        if self.static_chunks:
+            start = [1] * replicas
+        else:  # enough connections for start_rate through each replica's window
+            start = [min(k.max_lanes, max(k.start_lanes, math.ceil(k.start_rate * rtts_s[min(r, len(rtts_s) - 1)]
+                                                                     / window)))
+                     for r in range(replicas)]
+        self.lanes_ = dict(enumerate(start))
+        self.climber_ = LaneClimber(k)
         self.next_check_: float | None = None
+        # a climbing step is judged after ≥ 3 round trips of the slowest replica
+        self.step_ = max(self.period, 3 * max(rtts_s))
         if self.static_chunks:
             self.policy_: RangePolicy = StaticChunks(self.static_chunks)
         else:
-            self.policy_ = MdtpSizer(self.constants, rtt=dict(enumerate(facts.replica_rtt)),
-                                     lanes=self.lanes_)
+            self.policy_ = MdtpSizer(k, rtt=dict(enumerate(facts.replica_rtt)), lanes=self.lanes_,
+                                     window=window)
         cc = self.fixed.get("cc", max(1, min(len(sizes), 2)))
-        params = self._fix(Params(cc=cc, p=replicas, pp=2)).spread([start] * replicas)
+        # pp 1: a range lasts many round trips by construction (LARGE ≥ 8 BDP of the fastest
+        # replica), so a second one queued behind it only hoards work on one connection (the
+        # 128 MiB file of replicas4: 2.6 s with pp 2, srv1 holding 75 % of the file; 2.1 s with pp 1)
+        params = self._fix(Params(cc=cc, p=replicas, pp=1)).spread(start)
         rtts = ", ".join(f"{r * 1000:.1f} ms" for r in facts.replica_rtt)
-        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); {start} connection(s) each to start"
+        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); {'/'.join(map(str, start))} "
+                "connection(s) each to start"
                 + ("" if self.static_chunks else ", probe ranges then bin-packed sizes"))
         return TunerPlan(["all"] * len(sizes), {"all": params}, [note], range_policy=self.policy_)
 
@@ -356,11 +373,11 @@ class MdtpTuner(Tuner):
         if self.static_chunks or "all" not in snap.partitions:
             return None
         if self.next_check_ is None:
-            self.next_check_ = now + self.period
+            self.next_check_ = now + self.step_
             return None
         if now < self.next_check_:
             return None
-        self.next_check_ = now + self.period
+        self.next_check_ = now + self.step_
         sizer = self.policy_
         rates = {r: snap.sources[o].rate for r, o in enumerate(self.origins_) if o in snap.sources}
         limited = {r: sizer.window_limited(r, self.buf_) for r in self.lanes_}

@@ -25,9 +25,13 @@ The rule, per round:
 
 Connections per replica (``lanes_for``): one connection's ceiling is its
 window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
-ceiling is window-limited and may use more connections; ``LaneClimber``
-adds one at a time while the replica's aggregate rate keeps growing by
-≥ 10 %, and takes the last one back when it does not.
+ceiling is window-limited and may use more connections. Each replica starts
+with enough connections to carry ``start_rate`` through its window
+(``ceil(start_rate · RTT / window)``, at least ``start_lanes``: 3 at 20–60 ms,
+18 at 520 ms); ``LaneClimber`` then doubles them while the replica's
+aggregate rate keeps growing by ≥ 10 % per step, and takes the last step
+back when it does not. A step lasts at least three round trips of the
+slowest replica, so new connections are out of slow start when judged.
 """
 
 from __future__ import annotations
@@ -50,7 +54,11 @@ class MdtpConstants:
     min_range: int = 256 * 1024   # below this per-request overhead dominates
     window_share: float = 0.7     # per-connection rate ≥ 70 % of buf/RTT → window-limited
     grow_gain: float = 1.10       # keep an added connection only if the replica gained ≥ 10 %
-    max_lanes: int = 16           # connections per replica (aria2c's hard limit is 16 too)
+    max_lanes: int = 64           # connections per replica: at 520 ms a 512 KiB window carries
+                                  # ~5.6 Mbit/s, so a 400 Mbit/s replica needs ~70
+    start_rate: float = 100e6 / 8 # bytes/s each replica is assumed to carry at the start: it sets
+                                  # the first connections from the window, ceil(rate·RTT / window)
+    probe_windows: float = 2.0    # a probe is at most 2 windows (~2 round trips of a connection)
     admit_ratio: float = 2.0      # a replica within 2× of the fastest per connection always takes work
     start_lanes: int = 3          # connections per replica at the start: one window-limited stream
                                   # (512 KiB at 20–60 ms) carries only 50–150 Mbit/s; measured on
@@ -71,9 +79,10 @@ class MdtpSizer:
     """Range sizes per replica from per-connection throughput estimates (a RangePolicy)."""
 
     def __init__(self, constants: MdtpConstants = DEFAULT, *, rtt: dict[int, float] | None = None,
-                 lanes: dict[int, int] | None = None) -> None:
+                 lanes: dict[int, int] | None = None, window: float | None = None) -> None:
         self.k = constants
         self.rtt = dict(rtt or {})          # seconds per replica, when measured
+        self.window = window                # bytes one connection keeps in flight (0.7 × buffer), if known
         self.lanes = dict(lanes or {})      # connections per replica (kept current by the tuner)
         self.thr_: dict[int, float] = {}    # bytes/s per connection, per replica
         self.ranges_: dict[int, int] = {}   # finished ranges per replica
@@ -101,6 +110,8 @@ class MdtpSizer:
             # file were split evenly: on a mid-size file a slow replica's probes must not
             # outlast the fast replicas' whole share
             probe = k.probe
+            if self.window:  # a probe should end within a few round trips, whatever the RTT
+                probe = min(probe, max(k.min_range, int(k.probe_windows * self.window)))
             if self.lanes:  # (known when MdtpTuner drives the sizer)
                 conns = sum(max(1, n) for n in self.lanes.values())
                 probe = max(k.min_range, min(probe, unassigned // (k.probe_share * conns)))
@@ -179,7 +190,8 @@ class LaneClimber:
 
     def __init__(self, constants: MdtpConstants = DEFAULT) -> None:
         self.k = constants
-        self._before: dict[int, float] = {}   # aggregate rate before the last added connection
+        self._before: dict[int, float] = {}   # aggregate rate before the last added connections
+        self._added: dict[int, int] = {}      # how many the last step added
         self.frozen_: set[int] = set()
 
     def step(self, lanes: dict[int, int], rates: dict[int, float], limited: dict[int, bool],
@@ -191,16 +203,19 @@ class LaneClimber:
             rate = rates.get(r, 0.0)
             if r in self._before:
                 before = self._before.pop(r)
+                added = self._added.pop(r, 1)
                 if rate < before * self.k.grow_gain:
-                    new[r] = max(1, new[r] - 1)
+                    tried = new[r]
+                    new[r] = max(1, new[r] - added)
                     self.frozen_.add(r)
-                    why.append(f"replica {r}: {new[r] + 1} connections gave {rate * 8 / 1e6:.0f} Mbit/s, "
+                    why.append(f"replica {r}: {tried} connections gave {rate * 8 / 1e6:.0f} Mbit/s, "
                                f"not {self.k.grow_gain:.2f}× {before * 8 / 1e6:.0f}: back to {new[r]}")
                     continue
             if r in self.frozen_ or not limited.get(r) or new[r] >= self.k.max_lanes:
                 continue
             self._before[r] = rate
-            new[r] += 1
+            self._added[r] = min(new[r], self.k.max_lanes - new[r])  # double, up to max_lanes
+            new[r] += self._added[r]
             why.append(f"replica {r}: window-limited at {rate * 8 / 1e6:.0f} Mbit/s: {new[r]} connections")
         return new, why
 
@@ -208,6 +223,7 @@ class LaneClimber:
         """Conditions changed (a replica came back, a link was throttled): climb again."""
         self.frozen_.discard(replica)
         self._before.pop(replica, None)
+        self._added.pop(replica, None)
 
 
 class StaticChunks:
