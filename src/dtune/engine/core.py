@@ -488,14 +488,14 @@ class Engine:
         The queue is empty, so this idle lane first takes unassigned bytes of
         a file another group holds (no more than ``p`` lanes per file is a
         rule for the steady state, not for the end). Failing that it looks at
-        the ranges being received on the other lanes: for each, with ``R`` bytes to go at the victim's measured rate ``v``,
-        the thief (rate ``t``: its replica's per-connection estimate; ``o`` =
-        its RTT, twice if it must connect) could take
-        the last ``R - x`` bytes where both finish together:
-        ``x / v = o + (R - x) / t``. Only victims slower than ``t / 2`` are
-        cut (a stalled connection, a slow replica), and only if the gain is
-        worth a few round trips and the tail at least ``STEAL_MIN``; the
-        slowest-to-finish goes first. The victim stops at the cut and drops
+        the ranges being received on the other lanes: for each, with ``R``
+        bytes to go at the victim's measured rate ``v``, the thief (rate
+        ``t``: its replica's per-connection estimate; ``o`` = its RTT, twice
+        if it must connect) could take the last ``R - x`` bytes where both
+        finish together: ``x / v = o + (R - x) / t``. Only victims slower
+        than ``t / 2`` are cut (a stalled connection, a slow replica), and
+        only if the gain is worth a few round trips and the tail at least
+        ``STEAL_MIN``; the slowest-to-finish goes first. The victim stops at the cut and drops
         its connection (``RangeJob.cut``); what it had pipelined behind goes
         back to the queue.
         """
