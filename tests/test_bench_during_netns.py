@@ -10,24 +10,16 @@ namespace is left.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
+from netns_marks import NEEDS_CURL, NETNS
 
 from dtune.bench.config import bench_from_dict
 from dtune.bench.runner import Bench
 from dtune.testbed import netns
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                       reason="needs root to create network namespaces"),
-    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip command"),
-    pytest.mark.skipif(not os.path.exists("/dev/net/tun"), reason="needs /dev/net/tun"),
-    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
-]
+pytestmark = [*NETNS, NEEDS_CURL]
 
 SCENARIO: dict[str, Any] = {
     "client": {"tcp_rmem_max": 4 * 1024 * 1024},

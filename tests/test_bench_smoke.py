@@ -17,17 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+from netns_marks import NEEDS_CURL, NETNS
 
 from dtune.testbed import netns
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                       reason="needs root to create network namespaces"),
-    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip command"),
-    pytest.mark.skipif(not os.path.exists("/dev/net/tun"), reason="needs /dev/net/tun"),
-    pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl"),
-]
+pytestmark = [*NETNS, NEEDS_CURL]
 
 SCENARIO = """\
 [client]

@@ -29,17 +29,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from netns_marks import NETNS
 
 from dtune.serveproc import ServerProcess
 from dtune.testbed import Link, Testbed, netns
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                       reason="needs root to create network namespaces"),
-    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip command"),
-    pytest.mark.skipif(not os.path.exists("/dev/net/tun"), reason="needs /dev/net/tun"),
-]
+pytestmark = NETNS
 
 MIB = 1024 * 1024
 SIZE = 64 * MIB

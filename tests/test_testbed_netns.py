@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,16 +31,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from netns_marks import NETNS
 
 from dtune.testbed import Link, Testbed, netns
 
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
-                       reason="needs root to create network namespaces"),
-    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2's ip command"),
-    pytest.mark.skipif(not os.path.exists("/dev/net/tun"), reason="needs /dev/net/tun"),
-]
+pytestmark = NETNS
 
 # Every run id used here starts with this, so the final check can tell our
 # namespaces from those of tests running at the same time.
