@@ -12,9 +12,10 @@ servers' logs with the victim's answer clipped at the cut.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +52,16 @@ class NoSteal(MdtpSizer):
 def _servers(slow_rate: int = SLOW_RATE) -> list[FakeServer]:
     return [FakeServer({"/f.bin": DATA}, rate=FAST_RATE).start(),
             FakeServer({"/f.bin": DATA}, rate=slow_rate).start()]
+
+
+@contextlib.contextmanager
+def _replicas(slow_rate: int = SLOW_RATE) -> Iterator[list[FakeServer]]:
+    servers = _servers(slow_rate)
+    try:
+        yield servers
+    finally:
+        for s in servers:
+            s.stop()
 
 
 def _run(servers: list[FakeServer], tmp_path: Path, policy,
@@ -105,12 +116,8 @@ def _clip_at_cuts(servers: list[FakeServer], steals: list[dict]) -> list[tuple[i
 
 # ---- 1: the slow replica's long range is cut and finished by the fast one ----------------------
 def test_a_slow_replicas_long_range_is_cut_and_its_tail_fetched_by_the_fast_one(tmp_path: Path):
-    servers = _servers()
-    try:
+    with _replicas() as servers:
         result, out, events = _run(servers, tmp_path / "steal", MdtpSizer(STEAL_K))
-    finally:
-        for s in servers:
-            s.stop()
     assert result.ok, result.failed
     assert (out / "f.bin").read_bytes() == DATA
 
@@ -133,12 +140,8 @@ def test_a_slow_replicas_long_range_is_cut_and_its_tail_fetched_by_the_fast_one(
     slow_with = _slow_written(result, servers[SLOW])
 
     # the same transfer without stealing: the slow replica's whole probe is waited for
-    servers = _servers()
-    try:
+    with _replicas() as servers:
         control, out2, control_events = _run(servers, tmp_path / "control", NoSteal(STEAL_K))
-    finally:
-        for s in servers:
-            s.stop()
     assert control.ok and (out2 / "f.bin").read_bytes() == DATA
     assert not _steals(control_events)
     slow_without = _slow_written(control, servers[SLOW])
@@ -263,12 +266,8 @@ def test_a_cut_victim_that_gets_exactly_to_its_cut_ends_there(tmp_path: Path):
 
 # ---- 3: the static baseline never steals ----------------------------------------------------------
 def test_static_chunks_never_steal(tmp_path: Path):
-    servers = _servers()
-    try:
+    with _replicas() as servers:
         result, out, events = _run(servers, tmp_path, StaticChunks(256 * KIB))
-    finally:
-        for s in servers:
-            s.stop()
     assert result.ok, result.failed
     assert (out / "f.bin").read_bytes() == DATA
     assert not _steals(events)

@@ -106,12 +106,12 @@ class MdtpSizer:
             return 0
         k = self.k
         if replica not in self.thr_:
-            # a probe is at most 1/probe_share of what each connection would get if the
-            # file were split evenly: on a mid-size file a slow replica's probes must not
-            # outlast the fast replicas' whole share
             probe = k.probe
             if self.window:  # a probe should end within a few round trips, whatever the RTT
                 probe = min(probe, max(k.min_range, int(k.probe_windows * self.window)))
+            # and be at most 1/probe_share of what each connection would get if the file were
+            # split evenly: on a mid-size file a slow replica's probes must not outlast the
+            # fast replicas' whole share
             if self.lanes:  # (known when MdtpTuner drives the sizer)
                 conns = sum(max(1, n) for n in self.lanes.values())
                 probe = max(k.min_range, min(probe, unassigned // (k.probe_share * conns)))
