@@ -17,6 +17,7 @@ import sys
 
 from dtune import __version__
 from dtune.errors import DtuneError, UsageError
+from dtune.fileio import raise_open_file_limit
 
 # Modules that add a sub-command, in the order `dtune --help` lists them.
 COMMAND_MODULES = [
@@ -57,19 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _raise_open_file_limit() -> None:
-    """Many files and connections in flight need descriptors: use the hard limit."""
-    try:
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard == resource.RLIM_INFINITY or hard > soft:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 1 << 20), hard))
-    except (ImportError, ValueError, OSError):
-        pass  # keep what we have; the engine reports "too many open files" per file if it happens
-
-
 def main(argv: list[str] | None = None) -> int:
-    _raise_open_file_limit()
+    raise_open_file_limit()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -15,24 +15,14 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import hashlib
 import os
 from pathlib import Path
 
 from dtune.dataset import FileSpec
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
 from dtune.engine.ranges import RangeSet
-from dtune.errors import DiskError
+from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file
 from dtune.http.message import Origin, split_url
-
-HASH_BLOCK = 4 << 20
-
-
-def disk_error(path: str, exc: OSError) -> DiskError:
-    reason = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
-              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded"}.get(
-                  exc.errno or 0, exc.strerror or str(exc))
-    return DiskError(f"{path}: {reason}")
 
 
 class Source:
@@ -245,41 +235,6 @@ class FileState:
             except OSError:
                 pass
         return reason
-
-
-def open_nofollow(path: str, flags: int, mode: int = 0o644) -> int:
-    """Open a file dtune owns in the output directory, never through a symlink.
-
-    A symlink planted where a part file or journal goes (``NAME.dtune-part ->
-    /elsewhere``) would make dtune write outside the output directory; it is
-    removed and a plain file created in its place.
-    """
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW, mode)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-    os.unlink(path)  # the symlink itself, not what it points to
-    return os.open(path, flags | os.O_NOFOLLOW | os.O_CREAT, mode)
-
-
-def sha256_fd(fd: int) -> str:
-    h = hashlib.sha256()
-    offset = 0
-    while True:
-        block = os.pread(fd, HASH_BLOCK, offset)
-        if not block:
-            return h.hexdigest()
-        h.update(block)
-        offset += len(block)
-
-
-def sha256_file(path: str) -> str:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return sha256_fd(fd)
-    finally:
-        os.close(fd)
 
 
 def _load_syncfs():

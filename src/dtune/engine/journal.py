@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from dtune.engine.ranges import RangeSet
+from dtune.fileio import open_nofollow
 
 MAGIC = "dtune-journal 1 "
 PART_SUFFIX = ".dtune-part"
@@ -77,7 +78,6 @@ class Journal:
 
     def __init__(self, path: str, header: dict, *, fresh: bool) -> None:
         self.path = path
-        from dtune.engine.files import open_nofollow
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if fresh else 0)
         self._fd = open_nofollow(path, flags)
         if fresh:

@@ -13,8 +13,9 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from dtune.engine.files import FileState, disk_error
+from dtune.engine.files import FileState
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
+from dtune.fileio import disk_error
 from dtune.http.message import (
     build_request,
     parse_content_range,

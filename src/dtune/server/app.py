@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dtune.errors import DtuneError
+from dtune.fileio import raise_open_file_limit
 from dtune.server.config import ServerConfig
 from dtune.server.listing import render_listing, scan_directory
 from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
@@ -235,23 +236,6 @@ def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None
     return uvloop.new_event_loop
 
 
-def raise_open_file_limit(max_connections: int) -> None:
-    """Lift the soft RLIMIT_NOFILE towards the hard limit: a connection can hold three descriptors
-    (socket, open file, and the socket's dup during a waiting sendfile)."""
-    try:
-        import resource
-    except ImportError:
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = 3 * max_connections + 64
-    if soft != resource.RLIM_INFINITY and soft < want:
-        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
-        except (ValueError, OSError):
-            pass
-
-
 async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     server = FileServer(config)
     loop = asyncio.get_running_loop()
@@ -277,7 +261,9 @@ async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServ
 
 def run(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     """Serve until SIGINT or SIGTERM (exit code 0); ``announce`` is called once listening."""
-    raise_open_file_limit(config.max_connections)
+    # a connection can hold three descriptors: socket, open file, and the socket's dup during
+    # a waiting sendfile
+    raise_open_file_limit(3 * config.max_connections + 64)
     with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
         return runner.run(_serve_until_signal(config, announce))
 

@@ -1,0 +1,87 @@
+"""File-system primitives shared by every room: safe opens, disk errors, SHA-256, descriptor limit.
+
+Plain blocking calls; callers on an event loop run the slow ones (hashing)
+in a worker thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import threading
+
+from dtune.errors import DiskError
+
+HASH_BLOCK = 4 << 20        # bytes read per pread while hashing: few syscalls, bounded memory
+MAX_OPEN_FILES = 1 << 20    # the most descriptors dtune asks for when the hard limit is unlimited
+
+
+def disk_error(path: str, exc: OSError) -> DiskError:
+    """A ``DiskError`` naming ``path`` and the reason in words (ENOSPC → "no space left on device")."""
+    reason = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
+              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded"}.get(
+                  exc.errno or 0, exc.strerror or str(exc))
+    return DiskError(f"{path}: {reason}")
+
+
+def open_nofollow(path: str, flags: int, mode: int = 0o644) -> int:
+    """Open a file dtune owns in the output directory, never through a symlink.
+
+    A symlink planted where a part file or journal goes (``NAME.dtune-part ->
+    /elsewhere``) would make dtune write outside the output directory; it is
+    removed and a plain file created in its place.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    os.unlink(path)  # the symlink itself, not what it points to
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CREAT, mode)
+
+
+def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:
+    """Hex SHA-256 of everything in ``fd`` (read with pread from offset 0).
+
+    None when ``stop`` was set before the end (a caller shutting down).
+    """
+    h = hashlib.sha256()
+    offset = 0
+    while True:
+        block = os.pread(fd, HASH_BLOCK, offset)
+        if not block:
+            return h.hexdigest()
+        h.update(block)
+        offset += len(block)
+        if stop is not None and stop.is_set():
+            return None
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of the file at ``path``; raises OSError when it cannot be read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        digest = sha256_fd(fd)
+        assert digest is not None  # no stop event: always runs to the end
+        return digest
+    finally:
+        os.close(fd)
+
+
+def raise_open_file_limit(want: int | None = None) -> None:
+    """Lift the soft RLIMIT_NOFILE to ``want`` descriptors (default: the hard limit), never lower it.
+
+    Many files and connections in flight each hold descriptors; where the
+    limit cannot be raised, dtune keeps what it has and reports "too many
+    open files" per file if it happens.
+    """
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        ceiling = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
+        target = ceiling if want is None else min(want, ceiling)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError):
+        pass
