@@ -29,12 +29,15 @@ change an experiment.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
+from dtune.tomlfile import integer as _integer
+from dtune.tomlfile import number as _number
+from dtune.tomlfile import read_toml
+from dtune.tomlfile import table as _table
 
 DEFAULT_MTU = 9000
 # A queue shorter than this many full-size packets makes even a LAN link drop
@@ -147,27 +150,6 @@ _CLIENT_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control", "mtu"}
 _SERVER_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control"}
 
 
-def _number(where: str, key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise DtuneError(f"{where}: {key} must be a number, got {value!r}")
-    return float(value)
-
-
-def _integer(where: str, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise DtuneError(f"{where}: {key} must be an integer, got {value!r}")
-    return value
-
-
-def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DtuneError(f"{where}: must be a table")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    return value
-
-
 def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenario:
     """Build a Scenario from parsed TOML; tables other than link/client/server are ignored."""
     raw_links = data.get("link")
@@ -201,20 +183,6 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
     mtu = _integer(f"scenario {name}: [client]", "mtu", client.get("mtu", DEFAULT_MTU))
     return Scenario(links=tuple(links), client=host(f"scenario {name}: [client]", client),
                     server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name)
-
-
-def read_toml(path: str | Path, what: str) -> dict:
-    """A TOML file as a dict; one-line DtuneError ("WHAT PATH: reason") otherwise."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise DtuneError(f"{what} {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DtuneError(f"{what} {path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise DtuneError(f"{what} {path}: {exc.strerror}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
