@@ -24,8 +24,9 @@ from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult, core
 from dtune.engine.core import iter_lanes
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
+from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
-from dtune.params import EngineOptions, Params
+from dtune.params import Params
 
 KIB = 1024
 MIB = 1024 * KIB

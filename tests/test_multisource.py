@@ -13,14 +13,15 @@ from fakeserver import FakeServer, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
+from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
-from dtune.params import EngineOptions, Params
+from dtune.params import Params
 from dtune.tuners.mdtp import LaneClimber, MdtpConstants, MdtpSizer, StaticChunks, geometric_mean
 
 KIB, MIB = 1024, 1024 * 1024
 SMALL_K = MdtpConstants(probe=256 * KIB, large_min=1 * MIB, large_max=2 * MIB, min_range=64 * KIB)
 FAST = EngineOptions(connect_timeout=2.0, stall_timeout=2.0, retries=3, backoff_base=0.02,
-                     backoff_max=0.2, journal_every=64 * KIB, replica_bench=0.5)
+                     backoff_max=0.2, journal_every=64 * KIB, replica_pause=0.5)
 
 
 # ---- the sizer, pure -------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ from fakeserver import FakeServer, spans_overlap
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult
 from dtune.engine.core import iter_lanes
+from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
-from dtune.params import EngineOptions, Params
+from dtune.params import Params
 from dtune.tuners.mdtp import MdtpConstants, MdtpSizer, StaticChunks
 
 KIB, MIB = 1024, 1024 * 1024
@@ -36,7 +37,7 @@ STEAL_K = MdtpConstants(probe=PROBE, large_min=1 * MIB, large_max=2 * MIB, min_r
 # min_range 64 KiB: an engine that bounds steals by the default (a tail of at least 1 MiB, twice
 # that left) would hardly ever cut a range of a 4 MiB file
 OPTIONS = EngineOptions(connect_timeout=2.0, stall_timeout=2.0, retries=3, backoff_base=0.02,
-                        backoff_max=0.2, journal_every=64 * KIB, replica_bench=0.5,
+                        backoff_max=0.2, journal_every=64 * KIB, replica_pause=0.5,
                         min_range=64 * KIB)
 DATA = random.Random(11).randbytes(4 * MIB + 12345)
 FAST, SLOW = 0, 1   # replica numbers: the spec's url is replica 0, its mirror replica 1

@@ -36,8 +36,8 @@ import pytest
 from fakeserver import FakeServer, Nginx, Unavailable, public_dir, spans_overlap
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
+from dtune.engine.options import EngineOptions
 from dtune.engine.ranges import RangeSet
-from dtune.params import EngineOptions
 
 MIB = 1 << 20
 BIG = 200 * MIB                      # the brief's ~200 MB file

@@ -1,9 +1,10 @@
-"""Transfer parameters (cc, p, pp, …) and engine options, each declared once.
+"""Transfer parameters (cc, p, pp, …): the vocabulary tuners and the engine share.
 
-Vocabulary (see ALGORITHMS.md): **cc** files in flight (channel groups),
-**p** TCP streams (channels) per file, **pp** requests outstanding on one
-channel. A tuner returns ``Params`` (or one per partition); the engine
-applies them while running.
+**cc** is the number of groups of a partition (files worked on at once),
+**p** the lanes (TCP connections) per group, **pp** the requests in flight
+per lane (docs/architecture.md, "Words"). A tuner returns ``Params`` (one per
+partition); the engine applies them while running. The engine's own
+tunables are ``dtune.engine.options.EngineOptions``.
 """
 
 from __future__ import annotations
@@ -54,37 +55,6 @@ class Params:
     def __str__(self) -> str:
         lanes = "" if self.lanes is None else f" lanes={list(self.lanes)}"
         return f"cc={self.cc} p={self.p} pp={self.pp}{lanes}"
-
-
-@dataclass(frozen=True, slots=True)
-class EngineOptions:
-    """Engine tunables with the reason for each default.
-
-    Range sizing: a file larger than ``split_threshold`` is cut into ranges
-    as channels ask for work. Each new range is
-    ``clamp(unassigned / (2·p·pp), min_range, max_range)`` bytes of what is
-    still unassigned, so ranges start large (few requests, long TCP
-    bursts) and shrink towards the end of the file, letting all p streams
-    finish together instead of waiting on one long tail range.
-    """
-
-    split_threshold: int = DEFAULT_SPLIT_THRESHOLD  # below this one request fetches the whole file
-    min_range: int = 1 * MIB          # ≥ 1 MiB keeps per-request overhead < 1 % at 1 Gbit/s·40 ms
-    max_range: int = 64 * MIB         # bounds what a stalled channel can hold up
-    first_range: int = 1 * MIB        # first request for a file of unknown size
-    connect_timeout: float = 15.0     # curl's default is 300 s, aria2c's 60 s: data transfers fail fast and retry
-    stall_timeout: float = 30.0       # no byte for this long on a busy channel → drop it, re-queue its ranges
-    retries: int = 5                  # consecutive failures of one file without progress before giving up
-    backoff_base: float = 0.5         # seconds; doubles per failure, with jitter
-    backoff_max: float = 30.0
-    retry_after_max: float = 300.0    # longest Retry-After we honour
-    max_redirects: int = 5
-    max_restarts: int = 3             # the file changed on the server this often: give up on it
-    journal_every: int = 1 * MIB      # journal progress inside a range at least this often (resume granularity)
-    sync_interval: float = 5.0        # seconds between fdatasync of open part files and journals
-    replica_failures: int = 3         # consecutive failures that bench a replica (multi-source)
-    replica_bench: float = 5.0        # first bench, seconds; doubles each time, re-probed after
-    replica_bench_max: float = 60.0
 
 
 def default_params(file_count: int, avg_size: float | None, *, budget: int = 16) -> Params:

@@ -17,10 +17,12 @@ from dtune.dataset import Dataset
 from dtune.discovery import discover
 from dtune.discovery.paths import resolve_inside
 from dtune.engine import Engine, TransferResult
+from dtune.engine.options import EngineOptions
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.http.client import Fetcher
-from dtune.netfacts import NetworkFacts, gather_facts
-from dtune.params import EngineOptions, Params
+from dtune.netfacts import NetworkFacts
+from dtune.netprobe import gather_facts
+from dtune.params import Params
 from dtune.tuners import Tuner, TunerPlan, make_tuner
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed

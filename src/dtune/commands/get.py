@@ -10,9 +10,9 @@ import sys
 import threading
 
 from dtune import argtypes
+from dtune.engine.options import EngineOptions
 from dtune.errors import DtuneError, UsageError
 from dtune.loop import run_async
-from dtune.params import EngineOptions
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
 from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan, transfer
 from dtune.tuners import TUNERS

@@ -52,6 +52,7 @@ from typing import Protocol
 from dtune.accounting import Accounting, Meter, Snapshot
 from dtune.dataset import FileSpec
 from dtune.engine.files import FileState, commit_batch
+from dtune.engine.options import EngineOptions
 from dtune.engine.ranges import next_range_size
 from dtune.engine.request import RangeJob
 from dtune.errors import DiskError, DtuneError, HTTPError
@@ -60,7 +61,7 @@ from dtune.http.message import (
     Origin,
     resolve_location,
 )
-from dtune.params import EngineOptions, Params
+from dtune.params import Params
 
 COMMIT_BATCH = 256          # files verified and synced together (one syncfs)
 STEAL_MIN = 128 * 1024       # the least tail worth a new request (and the victim's reconnect)
@@ -786,7 +787,7 @@ class Engine:
         now = self.now()
         if count >= opts.replica_failures:
             benched = self._bench_count.get(replica, 0)
-            pause = min(opts.replica_bench_max, opts.replica_bench * 2 ** benched)
+            pause = min(opts.replica_pause_max, opts.replica_pause * 2 ** benched)
             self._bench_count[replica] = benched + 1
             self._benched[replica] = now + pause
             self._replica_failures[replica] = 0

@@ -1,0 +1,65 @@
+"""Every tunable of the engine, each with the reason for its default.
+
+Range sizing: a file larger than ``split_threshold`` is cut into ranges as
+lanes ask for work. Each new range is ``clamp(unassigned / (2·p·min(pp,
+range_pipeline_cap)), min_range, max_range)`` bytes of what is still
+unassigned, so ranges start large (few requests, long TCP bursts) and shrink
+towards the end of the file, letting all p lanes finish together instead of
+waiting on one long tail range (``ranges.next_range_size``).
+
+The endgame (``scheduler.Scheduler.steal``) has its own thresholds, so that
+it cuts a range only when the cut clearly pays (docs/architecture.md, "The
+end of a transfer").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dtune.params import DEFAULT_SPLIT_THRESHOLD, MIB
+
+KIB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Engine tunables; see the module docstring for the range-sizing rule."""
+
+    # ---- ranges ----
+    split_threshold: int = DEFAULT_SPLIT_THRESHOLD  # below this one request fetches the whole file
+    min_range: int = 1 * MIB          # ≥ 1 MiB keeps per-request overhead < 1 % at 1 Gbit/s·40 ms
+    max_range: int = 64 * MIB         # bounds what a stalled connection can hold up
+    first_range: int = 1 * MIB        # first request for a file of unknown size
+    range_pipeline_cap: int = 4       # the taper counts at most 4 requests per lane: deeper pipelines
+                                      # would cut ranges so small that the taper starts too early
+    # ---- time limits ----
+    connect_timeout: float = 15.0     # curl's default is 300 s, aria2c's 60 s: data transfers fail fast and retry
+    stall_timeout: float = 30.0       # no byte for this long on a busy connection → drop it, re-queue its ranges
+    # ---- failures ----
+    retries: int = 5                  # consecutive failures of one file without progress before giving up
+    backoff_base: float = 0.5         # seconds; doubles per failure, with jitter
+    backoff_max: float = 30.0
+    backoff_jitter: float = 0.25      # each delay is scaled by a random factor in [1 - j, 1 + j], so that
+                                      # files failing together do not all come back at the same instant
+    retry_after_max: float = 300.0    # longest Retry-After we honour
+    max_redirects: int = 5
+    max_restarts: int = 3             # the file changed on the server this often: give up on it
+    small_error_body: int = 1 * MIB   # an unwanted body up to this size is read and dropped to keep the
+                                      # connection; a larger one (or of unknown length) drops the connection
+    # ---- disk ----
+    journal_every: int = 1 * MIB      # journal progress inside a range at least this often (resume granularity)
+    sync_interval: float = 5.0        # seconds between fdatasync of open part files and journals
+    commit_batch: int = 256           # files verified and made durable together (one syncfs per batch)
+    # ---- replicas (multi-source) ----
+    replica_failures: int = 3         # consecutive failures that pause a replica
+    replica_pause: float = 5.0        # first pause, seconds; doubles each time, re-probed after
+    replica_pause_max: float = 60.0
+    # ---- the endgame: cutting the tail of a slow range (multi-source only) ----
+    steal_min: int = 128 * KIB        # the least tail worth a new request (and the victim's reconnect)
+    steal_ratio: float = 2.0          # only a victim slower than 1/2 of the thief's rate is cut
+    steal_gain_rtts: float = 3.0      # … and only when the time saved is worth 3 of the thief's round trips
+    steal_gain_min: float = 0.05      # … and at least 50 ms
+    steal_rtt: float = 0.05           # the thief's round trip when its replica's is unknown: WAN-like
+    # ---- housekeeping ----
+    tick: float = 1.0                 # seconds between accounting ticks (rates, tuner updates, stall checks)
+    timer_slack: float = 0.005        # seconds added to wake-up timers (uvloop fires up to 1 ms early)
