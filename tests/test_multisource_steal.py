@@ -244,7 +244,7 @@ def test_a_cut_victim_that_gets_exactly_to_its_cut_ends_there(tmp_path: Path):
         try:
             return await asyncio.wait_for(asyncio.shield(task), 4.0)
         except TimeoutError:
-            lanes = [(lane.replica, lane.outstanding, lane.channel and lane.channel.current)
+            lanes = [(lane.replica, lane.outstanding, lane.conn and lane.conn.current)
                      for lane in iter_lanes(engine)]
             victims = [(j.pos, j.end, j.cut) for _, _, j in lanes if j is not None]
             task.cancel()

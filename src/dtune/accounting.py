@@ -1,7 +1,7 @@
 """Accounting: who moved how many bytes, how fast, and how long is left.
 
 Transfer code only bumps integers on the objects it already holds
-(``Meter.bytes += n`` on a channel, ``FileState.received``); it never computes
+(``Meter.bytes += n`` on a lane, ``FileState.received``); it never computes
 a rate. ``Accounting.tick(now)`` — called once a second by the engine with
 its clock — turns counter deltas into smoothed rates, and ``snapshot(now)``
 returns a plain, JSON-ready picture that tuners, the progress display,
@@ -18,7 +18,7 @@ EWMA_ALPHA = 0.3  # weight of the newest one-second sample; ~3 s memory, steady 
 
 
 class Meter:
-    """Counters for one channel (or anything that moves bytes)."""
+    """Counters for one lane (or anything that moves bytes)."""
 
     __slots__ = ("bytes", "requests", "source", "partition")
 
@@ -122,7 +122,7 @@ class Accounting:
         self._partition_rates: dict[str, Rate] = {}
         self._source_rates: dict[str, Rate] = {}
         self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (source, partition) → [bytes, requests]
-        self.open_channels = 0
+        self.open_connections = 0
 
     # ---- registration (engine) -------------------------------------------
     def meter(self, source: str, partition: str) -> Meter:
@@ -131,7 +131,7 @@ class Accounting:
         return m
 
     def retire(self, m: Meter) -> None:
-        """Fold a closed channel's counters into the totals so the list stays short."""
+        """Fold a retired lane's counters into the totals so the list stays short."""
         self.meters.remove(m)
         acc = self._retired_bytes.setdefault((m.source, m.partition), [0, 0])
         acc[0] += m.bytes
@@ -191,5 +191,5 @@ class Accounting:
             bytes_total=self.bytes_total, rate=rate, rate_inst=self._rate.inst, eta=eta,
             files_total=self.files_total, files_done=self.files_done,
             files_skipped=self.files_skipped, files_failed=self.files_failed,
-            retries=self.retries, channels=self.open_channels, rtt=rtt,
+            retries=self.retries, channels=self.open_connections, rtt=rtt,
             partitions=parts, sources=sources)

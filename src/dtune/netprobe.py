@@ -11,7 +11,7 @@ import statistics
 import time
 
 from dtune.errors import HTTPError
-from dtune.http.channel import open_channel
+from dtune.http.connection import open_connection
 from dtune.http.message import build_request, split_url
 from dtune.netfacts import (
     ASSUMED_BANDWIDTH,
@@ -40,11 +40,11 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
     async def one() -> float | None:
         started = time.perf_counter()
         try:
-            channel = await open_channel(origin, timeout=timeout)
+            conn = await open_connection(origin, timeout=timeout)
         except HTTPError:
             return None
         elapsed = time.perf_counter() - started
-        channel.close()
+        conn.close()
         return elapsed
 
     times = [t for t in await asyncio.gather(*(one() for _ in range(samples))) if t is not None]
@@ -92,7 +92,7 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
 
     async def stream(i: int) -> None:
         try:
-            channel = await open_channel(origin, timeout=5.0)
+            conn = await open_connection(origin, timeout=5.0)
         except HTTPError:
             return
         try:
@@ -100,17 +100,17 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
             while loop.time() < stop and (max_bytes is None or counter[0] < max_bytes):
                 end = min(size, offset + piece)
                 done = loop.create_future()
-                channel.send(_Sink(build_request("GET", origin, target, (offset, end)), counter, done))
+                conn.send(_Sink(build_request("GET", origin, target, (offset, end)), counter, done))
                 try:
                     ok = await asyncio.wait_for(done, max(0.05, stop - loop.time()))
                 except TimeoutError:
                     return
-                if not ok or not channel.usable:
+                if not ok or not conn.usable:
                     return
                 marks.append((loop.time(), counter[0]))
                 offset = end if end < size else 0
         finally:
-            channel.close()
+            conn.close()
 
     await asyncio.gather(*(stream(i) for i in range(streams)))
     if len(marks) < 2:

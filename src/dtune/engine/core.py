@@ -5,9 +5,9 @@ Theory of operation
 Files are grouped into **partitions** (one, ``"all"``, unless a tuner says
 otherwise). Each partition has its own ``Params`` and a queue of files.
 
-For a partition with ``Params(cc, p, pp)`` the engine runs ``cc`` channel
+For a partition with ``Params(cc, p, pp)`` the engine runs ``cc`` conn
 **groups**; a group has ``p`` **lanes**; a lane owns at most one TCP
-connection (a ``Channel``) and keeps up to ``pp`` requests outstanding on it.
+connection (a ``Connection``) and keeps up to ``pp`` requests outstanding on it.
 A group works on the files it has taken from the queue: a lane asks its
 group for the next piece of work, which is
 
@@ -56,7 +56,7 @@ from dtune.engine.options import EngineOptions
 from dtune.engine.ranges import next_range_size
 from dtune.engine.request import RangeJob
 from dtune.errors import DiskError, DtuneError, HTTPError
-from dtune.http.channel import Channel, open_channel
+from dtune.http.connection import Connection, open_connection
 from dtune.http.message import (
     Origin,
     resolve_location,
@@ -92,7 +92,7 @@ class StallError(HTTPError):
 # lanes, groups, partitions
 # ---------------------------------------------------------------------------
 class Lane:
-    """One connection slot bound to one replica: a channel and the requests outstanding on it."""
+    """One connection slot bound to one replica: a conn and the requests outstanding on it."""
 
     def __init__(self, lane_id: int, group: Group, meter: Meter, replica: int = 0) -> None:
         self.id = lane_id
@@ -100,7 +100,7 @@ class Lane:
         self.meter = meter
         self.replica = replica
         self.last_done = 0.0  # when the previous response on this lane completed
-        self.channel: Channel | None = None
+        self.conn: Connection | None = None
         self.outstanding = 0
         self.retiring = False
         self.wake = asyncio.Event()
@@ -316,8 +316,8 @@ class Engine:
         for lane in lanes:
             if lane.task is not None:
                 lane.task.cancel()
-            if lane.channel is not None:
-                lane.channel.close()  # in-flight requests journal their bytes in on_error
+            if lane.conn is not None:
+                lane.conn.close()  # in-flight requests journal their bytes in on_error
         for lane in lanes:
             if lane.task is not None:
                 try:
@@ -400,10 +400,10 @@ class Engine:
             self._fatal = exc
             self._finished.set()
         finally:
-            if lane.channel is not None:
-                lane.channel.close()
-                lane.channel = None
-                self.acct.open_channels -= 1
+            if lane.conn is not None:
+                lane.conn.close()
+                lane.conn = None
+                self.acct.open_connections -= 1
             self._drop_lane(lane)
 
     def _pipeline(self, lane: Lane) -> int:
@@ -425,34 +425,34 @@ class Engine:
             job = self._next_job(lane)
             if job is None:
                 return
-            channel = lane.channel
-            if channel is None or not channel.usable or channel.origin != job.origin:
+            conn = lane.conn
+            if conn is None or not conn.usable or conn.origin != job.origin:
                 if lane.outstanding > 1:  # (this job already counts as outstanding)
                     self._unassign(job)  # finish this connection's pipeline first
                     return
                 if not await self._connect(lane, job):
                     return
-                channel = lane.channel
+                conn = lane.conn
             job.meter.requests += 1
             job.t_sent = self.now()
-            channel.send(job)
+            conn.send(job)
 
     async def _connect(self, lane: Lane, job: RangeJob) -> bool:
-        if lane.channel is not None:
-            lane.channel.close()
-            lane.channel = None
-            self.acct.open_channels -= 1
+        if lane.conn is not None:
+            lane.conn.close()
+            lane.conn = None
+            self.acct.open_connections -= 1
         origin: Origin = job.origin
         started = self.now()
         try:
-            channel = await open_channel(origin, timeout=self.options.connect_timeout)
+            conn = await open_connection(origin, timeout=self.options.connect_timeout)
         except HTTPError as exc:
             self._job_failed(job, HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable))
             return False
         self.acct.add_rtt(self.now() - started)
-        lane.channel = channel
+        lane.conn = conn
         lane.meter.source = str(origin)
-        self.acct.open_channels += 1
+        self.acct.open_connections += 1
         if lane.retiring or job.file.status not in ("queued", "active"):
             self._unassign(job)
             return False
@@ -503,9 +503,9 @@ class Engine:
         policy = self.range_policy
         if lane.retiring or policy is None or self._replica_count < 2:
             # One source: nothing. Measured interleaved on 100 × 2.4 MB files (6 runs) and on
-            # MC with 16 channels (3 runs): cutting cost 25 % (slow connections there are
+            # MC with 16 conns (3 runs): cutting cost 25 % (slow connections there are
             # mostly in slow start) and helping with other groups' files cost ~10 % with
-            # many channels (every idle lane scans every group's files).
+            # many conns (every idle lane scans every group's files).
             return None
         for group in lane.group.partition.groups:
             if group is lane.group:
@@ -520,12 +520,12 @@ class Engine:
         if not t:
             return None
         rtt = policy.rtt_of(lane.replica) or 0.05  # unknown: assume a WAN-like round trip
-        connected = lane.channel is not None and lane.channel.usable
+        connected = lane.conn is not None and lane.conn.usable
         o = rtt if connected else 2 * rtt           # a request, or a connect and a request
         best: tuple[float, RangeJob, int] | None = None
         for group in lane.group.partition.groups:
             for other in group.lanes:
-                ch = other.channel
+                ch = other.conn
                 job = ch.current if ch is not None and other is not lane else None
                 if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206
                         or job.end is None or job.gen != job.file.gen or job.file.size is None
@@ -917,7 +917,7 @@ class Engine:
         for part in self.partitions.values():
             for group in part.groups:
                 for lane in group.lanes:
-                    ch = lane.channel
+                    ch = lane.conn
                     if ch is not None and ch.in_flight and now - ch.last_activity > limit:
                         ch.close(StallError(f"{ch.origin}: no data for {limit:g} s"))
 

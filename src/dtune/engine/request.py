@@ -1,6 +1,6 @@
 """One request for a byte range of a file, and what its response may do.
 
-``RangeJob`` is the exchange a ``Channel`` reports to (see ``http.channel``):
+``RangeJob`` is the exchange a ``Connection`` reports to (see ``http.connection``):
 it checks the status and ``Content-Range`` against what was asked before a
 single byte is written, writes the body with ``os.pwrite`` at the right
 offset, journals progress, and tells the engine how the request ended.
@@ -75,7 +75,7 @@ class RangeJob:
             return f.relpath
         return f"bytes {self.start}-{(self.end or 0) - 1} of {f.relpath}"
 
-    # ---- Exchange protocol (called by Channel) ---------------------------
+    # ---- Exchange protocol (called by Connection) ---------------------------
     def on_headers(self, status: int, headers: dict[str, str]) -> bool:
         self.status = status
         try:

@@ -2,7 +2,7 @@
 
 Layers, bottom up:
   ``message``  sans-IO: request bytes, Content-Range/Retry-After parsing
-  ``channel``  one asyncio connection with a pipeline of exchanges, parsed by httptools
+  ``connection`` one asyncio connection with a pipeline of exchanges, parsed by httptools
   ``client``   ``fetch()`` for small documents (listings, HEAD) with redirects
-The engine drives ``channel`` directly; nothing here writes files.
+The engine drives ``connection`` directly; nothing here writes files.
 """

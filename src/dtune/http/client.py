@@ -1,6 +1,6 @@
 """``fetch()``: one small HTTP document (a listing, a HEAD) with redirects.
 
-Used by discovery; the engine moves file bytes itself over ``Channel``s.
+Used by discovery; the engine moves file bytes itself over ``Connection``s.
 Idle keep-alive connections are kept per origin so that walking a deep
 directory tree does not pay a TCP handshake per directory.
 """
@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from dtune.errors import HTTPError
-from dtune.http.channel import Channel, ConnectionClosed, open_channel
+from dtune.http.connection import Connection, ConnectionClosed, open_connection
 from dtune.http.message import Origin, build_request, resolve_location, split_url
 
 MAX_REDIRECTS = 5
@@ -76,7 +76,7 @@ class Fetcher:
 
     def __init__(self, *, timeout: float = 30.0) -> None:
         self.timeout = timeout
-        self._idle: dict[Origin, list[Channel]] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
                     max_bytes: int = 64 << 20) -> FetchResult:
@@ -95,38 +95,38 @@ class Fetcher:
         origin, target = split_url(url)
         loop = asyncio.get_running_loop()
         request = build_request(method, origin, target, extra=headers)
-        channel = self._take(origin)
+        conn = self._take(origin)
         for attempt in (1, 2):
-            reused = channel is not None
-            if channel is None:
-                channel = await open_channel(origin, timeout=self.timeout)
+            reused = conn is not None
+            if conn is None:
+                conn = await open_connection(origin, timeout=self.timeout)
             ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
-            channel.send(ex)
+            conn.send(ex)
             try:
                 await asyncio.wait_for(asyncio.shield(ex.done), self.timeout)
                 break
             except TimeoutError:
                 ex.done.cancel()  # nobody will await it: closing must not park an exception on it
-                channel.close()
+                conn.close()
                 raise HTTPError(f"{url}: no response within {self.timeout:g} s") from None
             except ConnectionClosed:
                 if not reused or attempt == 2:
                     raise
-                channel = None  # an idle connection the server had closed: try a fresh one
-        if channel.usable and channel.in_flight == 0:
-            self._idle.setdefault(origin, []).append(channel)
+                conn = None  # an idle connection the server had closed: try a fresh one
+        if conn.usable and conn.in_flight == 0:
+            self._idle.setdefault(origin, []).append(conn)
         return FetchResult(ex.status, ex.headers, b"".join(ex.parts), url)
 
-    def _take(self, origin: Origin) -> Channel | None:
+    def _take(self, origin: Origin) -> Connection | None:
         pool = self._idle.get(origin) or []
         while pool:
-            channel = pool.pop()
-            if channel.usable:
-                return channel
+            conn = pool.pop()
+            if conn.usable:
+                return conn
         return None
 
     def close(self) -> None:
         for pool in self._idle.values():
-            for channel in pool:
-                channel.close()
+            for conn in pool:
+                conn.close()
         self._idle.clear()

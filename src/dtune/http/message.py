@@ -18,7 +18,7 @@ USER_AGENT = f"dtune/{__version__}"
 
 @dataclass(frozen=True, slots=True)
 class Origin:
-    """scheme://host:port — what one channel (TCP connection) is bound to."""
+    """scheme://host:port — what one connection (TCP) is bound to."""
 
     scheme: str
     host: str

@@ -1,6 +1,6 @@
-"""``dtune.http.channel``: one pipelined HTTP/1.1 connection, fed in memory and over real sockets.
+"""``dtune.http.connection``: one pipelined HTTP/1.1 connection, fed in memory and over real sockets.
 
-In-memory tests hand bytes to ``Channel.data_received`` directly (exact
+In-memory tests hand bytes to ``Connection.data_received`` directly (exact
 control over how responses are split); socket tests run a raw asyncio
 server on 127.0.0.1 that writes precisely the bytes each test scripts.
 """
@@ -14,14 +14,14 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from dtune.errors import HTTPError, ProtocolError
-from dtune.http.channel import Channel, ConnectionClosed, open_channel
+from dtune.http.connection import Connection, ConnectionClosed, open_connection
 from dtune.http.message import Origin, build_request
 
 ORIGIN = Origin("http", "127.0.0.1", 80)
 
 
 class Recorder:
-    """An exchange that records what the channel told it."""
+    """An exchange that records what the conn told it."""
 
     def __init__(self, target: str = "/", *, keep: bool = True) -> None:
         self.request = build_request("GET", ORIGIN, target)
@@ -81,17 +81,17 @@ class MemoryTransport:
         return self.aborted or self.closed
 
 
-def in_memory(test: Callable[[Channel, MemoryTransport], None]) -> None:
+def in_memory(test: Callable[[Connection, MemoryTransport], None]) -> None:
     async def main() -> None:
-        channel = Channel(ORIGIN, asyncio.get_running_loop())
+        conn = Connection(ORIGIN, asyncio.get_running_loop())
         transport = MemoryTransport()
-        channel.connection_made(transport)  # type: ignore[arg-type]
-        test(channel, transport)
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        test(conn, transport)
     asyncio.run(main())
 
 
 def test_two_pipelined_responses_in_one_data_received_call_are_both_parsed() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b = Recorder("/a"), Recorder("/b")
         ch.send(a)
         ch.send(b)
@@ -106,7 +106,7 @@ def test_two_pipelined_responses_in_one_data_received_call_are_both_parsed() -> 
 
 
 def test_responses_fed_one_byte_at_a_time_are_parsed_in_order() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         ex = [Recorder(f"/{i}") for i in range(3)]
         for e in ex:
             ch.send(e)
@@ -120,7 +120,7 @@ def test_responses_fed_one_byte_at_a_time_are_parsed_in_order() -> None:
 
 
 def test_chunked_body_is_reassembled_and_its_framing_is_not_in_the_body() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b = Recorder(), Recorder()
         ch.send(a)
         ch.send(b)
@@ -132,7 +132,7 @@ def test_chunked_body_is_reassembled_and_its_framing_is_not_in_the_body() -> Non
 
 
 def test_on_headers_false_drops_the_connection_and_fails_the_queued_requests_innocently() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b = Recorder(keep=False), Recorder()
         ch.send(a)
         ch.send(b)
@@ -144,8 +144,8 @@ def test_on_headers_false_drops_the_connection_and_fails_the_queued_requests_inn
     in_memory(check)
 
 
-def test_connection_close_header_ends_the_channel_after_that_response() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+def test_connection_close_header_ends_the_connection_after_that_response() -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b = Recorder(), Recorder()
         ch.send(a)
         ch.send(b)
@@ -157,7 +157,7 @@ def test_connection_close_header_ends_the_channel_after_that_response() -> None:
 
 
 def test_a_close_delimited_body_ends_at_eof_in_memory() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a = Recorder()
         ch.send(a)
         ch.data_received(b"HTTP/1.0 200 OK\r\n\r\nuntil ")
@@ -169,7 +169,7 @@ def test_a_close_delimited_body_ends_at_eof_in_memory() -> None:
 
 
 def test_requests_queued_behind_a_close_delimited_response_fail_innocently() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b = Recorder(), Recorder()
         ch.send(a)
         ch.send(b)
@@ -180,8 +180,8 @@ def test_requests_queued_behind_a_close_delimited_response_fail_innocently() -> 
     in_memory(check)
 
 
-def test_send_on_a_closed_channel_fails_the_exchange_at_once() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+def test_send_on_a_closed_connection_fails_the_exchange_at_once() -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         ch.close()
         late = Recorder()
         ch.send(late)
@@ -191,7 +191,7 @@ def test_send_on_a_closed_channel_fails_the_exchange_at_once() -> None:
 
 
 def test_close_with_a_reason_reports_it_to_the_head_and_innocence_to_the_rest() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a, b, c = Recorder(), Recorder(), Recorder()
         for e in (a, b, c):
             ch.send(e)
@@ -204,7 +204,7 @@ def test_close_with_a_reason_reports_it_to_the_head_and_innocence_to_the_rest() 
 
 
 def test_interim_1xx_answers_are_skipped_and_the_final_response_belongs_to_the_request() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         ex = Recorder()
         ch.send(ex)
         ch.data_received(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
@@ -221,7 +221,7 @@ def test_interim_1xx_answers_are_skipped_and_the_final_response_belongs_to_the_r
     (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "malformed"),
 ])
 def test_broken_responses_become_a_protocol_error(data: bytes, why: str) -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         ex = Recorder()
         ch.send(ex)
         ch.data_received(data)
@@ -232,7 +232,7 @@ def test_broken_responses_become_a_protocol_error(data: bytes, why: str) -> None
 
 
 def test_a_response_nobody_asked_for_drops_the_connection() -> None:
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         a = Recorder()
         ch.send(a)
         ch.data_received(response(b"ok") + response(b"extra"))
@@ -248,7 +248,7 @@ def test_a_disk_error_raised_by_the_body_sink_reaches_the_exchange_unchanged() -
         def on_body(self, data: bytes) -> None:
             raise DiskError("out.bin: no space left on device")
 
-    def check(ch: Channel, tr: MemoryTransport) -> None:
+    def check(ch: Connection, tr: MemoryTransport) -> None:
         ex = Full()
         ch.send(ex)
         ch.data_received(response(b"data"))
@@ -261,8 +261,8 @@ def test_a_disk_error_raised_by_the_body_sink_reaches_the_exchange_unchanged() -
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 
-async def with_server(handler: Handler, client: Callable[[Channel], Awaitable[None]]) -> None:
-    """Run ``handler`` per connection on 127.0.0.1 and ``client`` against a fresh channel."""
+async def with_server(handler: Handler, client: Callable[[Connection], Awaitable[None]]) -> None:
+    """Run ``handler`` per connection on 127.0.0.1 and ``client`` against a fresh conn."""
     tasks: list[asyncio.Task] = []
 
     async def wrapped(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -276,11 +276,11 @@ async def with_server(handler: Handler, client: Callable[[Channel], Awaitable[No
 
     server = await asyncio.start_server(wrapped, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    channel = await open_channel(Origin("http", "127.0.0.1", port), timeout=5)
+    conn = await open_connection(Origin("http", "127.0.0.1", port), timeout=5)
     try:
-        await asyncio.wait_for(client(channel), 10)
+        await asyncio.wait_for(client(conn), 10)
     finally:
-        channel.close()
+        conn.close()
         server.close()
         for task in tasks:
             task.cancel()
@@ -306,7 +306,7 @@ def test_two_pipelined_responses_in_one_tcp_write_are_both_parsed() -> None:
         await writer.drain()
         await reader.read()
 
-    async def client(ch: Channel) -> None:
+    async def client(ch: Connection) -> None:
         original = ch.data_received
         ch.data_received = lambda data: (feeds.append(len(data)), original(data))  # type: ignore[method-assign]
         a, b = Recorder("/a"), Recorder("/b")
@@ -332,7 +332,7 @@ def test_responses_delivered_one_byte_per_tcp_segment_are_parsed() -> None:
             await asyncio.sleep(0.001)
         await reader.read()
 
-    async def client(ch: Channel) -> None:
+    async def client(ch: Connection) -> None:
         original = ch.data_received
         ch.data_received = lambda data: (feeds.append(len(data)), original(data))  # type: ignore[method-assign]
         a, b = Recorder(), Recorder()
@@ -356,7 +356,7 @@ def test_close_delimited_body_completes_on_eof() -> None:
             await asyncio.sleep(0.01)
         writer.close()
 
-    async def client(ch: Channel) -> None:
+    async def client(ch: Connection) -> None:
         ex = Recorder()
         ch.send(ex)
         await until_done(ex)
@@ -375,7 +375,7 @@ def test_garbage_status_line_reports_a_protocol_error() -> None:
         await writer.drain()
         await reader.read()
 
-    async def client(ch: Channel) -> None:
+    async def client(ch: Connection) -> None:
         a, b = Recorder(), Recorder()
         ch.send(a)
         ch.send(b)
@@ -394,7 +394,7 @@ def test_queued_exchanges_get_on_error_when_the_connection_drops() -> None:
         await writer.drain()
         writer.transport.abort()   # the server dies mid-body of the second response
 
-    async def client(ch: Channel) -> None:
+    async def client(ch: Connection) -> None:
         a, b, c = Recorder(), Recorder(), Recorder()
         for e in (a, b, c):
             ch.send(e)
@@ -410,7 +410,7 @@ def test_queued_exchanges_get_on_error_when_the_connection_drops() -> None:
     asyncio.run(with_server(server, client))
 
 
-def test_open_channel_to_a_closed_port_is_a_retryable_http_error() -> None:
+def test_open_connection_to_a_closed_port_is_a_retryable_http_error() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -418,7 +418,7 @@ def test_open_channel_to_a_closed_port_is_a_retryable_http_error() -> None:
 
     async def main() -> None:
         with pytest.raises(HTTPError, match="cannot connect") as info:
-            await open_channel(Origin("http", "127.0.0.1", port), timeout=5)
+            await open_connection(Origin("http", "127.0.0.1", port), timeout=5)
         assert info.value.retryable
 
     asyncio.run(main())

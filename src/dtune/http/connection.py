@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A ``Channel`` is an ``asyncio.Protocol``. ``send(exchange)`` writes the
+A ``Connection`` is an ``asyncio.Protocol``. ``send(exchange)`` writes the
 request at once and appends the exchange to a FIFO; responses arrive in the
 same order (HTTP/1.1 pipelining), so the head of the FIFO owns whatever the
 parser reports next. httptools (llhttp) splits back-to-back responses inside
@@ -36,7 +36,7 @@ MAX_HEADERS = 200
 
 
 class Exchange(Protocol):
-    """What a channel reports to about one request."""
+    """What a connection reports to about one request."""
 
     request: bytes
 
@@ -54,7 +54,7 @@ class _Abandoned(Exception):
     """Raised inside a parser callback to stop parsing a body nobody wants."""
 
 
-class Channel(asyncio.Protocol):
+class Connection(asyncio.Protocol):
     """An HTTP/1.1 connection to one origin with up to N requests in flight."""
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
@@ -106,7 +106,7 @@ class Channel(asyncio.Protocol):
 
     def __repr__(self) -> str:
         state = "open" if self.usable else "closed"
-        return f"<Channel {self.origin} {state} in_flight={len(self._fifo)} bytes_in={self.bytes_in}>"
+        return f"<Connection {self.origin} {state} in_flight={len(self._fifo)} bytes_in={self.bytes_in}>"
 
     # ---- asyncio.Protocol ----------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -228,16 +228,16 @@ class Channel(asyncio.Protocol):
                                                    f"request was answered", innocent=True))
 
 
-async def open_channel(origin: Origin, *, timeout: float,
-                       ssl_context: ssl.SSLContext | None = None) -> Channel:
-    """Connect a new channel; connection failures become retryable HTTPError."""
+async def open_connection(origin: Origin, *, timeout: float,
+                       ssl_context: ssl.SSLContext | None = None) -> Connection:
+    """Open a new connection; connection failures become retryable HTTPError."""
     loop = asyncio.get_running_loop()
     ctx = None
     if origin.scheme == "https":
         ctx = ssl_context or ssl.create_default_context()
     try:
-        _, channel = await asyncio.wait_for(
-            loop.create_connection(lambda: Channel(origin, loop), origin.host, origin.port,
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(lambda: Connection(origin, loop), origin.host, origin.port,
                                    ssl=ctx),
             timeout)
     except TimeoutError:
@@ -246,4 +246,4 @@ async def open_channel(origin: Origin, *, timeout: float,
         raise HTTPError(f"{origin}: cannot connect ({exc.strerror or exc})") from None
     except ssl.SSLError as exc:
         raise HTTPError(f"{origin}: TLS failed ({exc.reason or exc})", retryable=False) from None
-    return channel
+    return conn
