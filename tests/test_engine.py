@@ -22,7 +22,6 @@ from fakeserver import FakeServer, Rule, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult, core
-from dtune.engine.core import iter_lanes
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
@@ -167,7 +166,7 @@ def test_an_empty_file_of_unknown_size_is_created_empty_from_a_416_probe_answer(
 # -- live re-parameterisation ------------------------------------------------------------------------
 
 def live_lanes(engine: Engine) -> int:
-    return sum(1 for lane in iter_lanes(engine) if not lane.retiring)
+    return sum(1 for lane in engine.lanes() if not lane.retiring)
 
 
 async def wait_for_bytes(engine: Engine, n: int, timeout: float = 20) -> None:

@@ -233,6 +233,6 @@ def test_a_replica_that_dies_mid_transfer_leaves_an_exact_file(tmp_path: Path):
             s.stop()
     assert result.ok, result.failed
     assert (out / "f.bin").read_bytes() == DATA
-    assert any(e["event"] == "replica_benched" and e["replica"] == 0 for e in events)
+    assert any(e["event"] == "replica_paused" and e["replica"] == 0 for e in events)
     survivors = sum(e - b for s in servers[1:] for b, e in _served(s))
     assert survivors > len(DATA) // 2

@@ -136,7 +136,7 @@ def test_killing_the_busiest_of_four_real_replicas_half_way_still_gives_an_exact
         fraction = (at_kill["bytes"] + at_kill["bytes_resumed"]) / SIZE
         assert 0.5 <= fraction < 0.9, fraction                           # ... with much still to come
         # its cut ranges failed (reset connections, then refused ones) until the engine benched it
-        assert any(e["event"] == "replica_benched" and e["replica"] == killed for e in events[kill_at:])
+        assert any(e["event"] == "replica_paused" and e["replica"] == killed for e in events[kill_at:])
         summary = events[-1]
         assert summary["files_verified"] == 1 and summary["files_failed"] == 0
         dead_origin = origins[killed]

@@ -24,7 +24,6 @@ from fakeserver import FakeServer, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult
-from dtune.engine.core import iter_lanes
 from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
 from dtune.params import Params
@@ -245,7 +244,7 @@ def test_a_cut_victim_that_gets_exactly_to_its_cut_ends_there(tmp_path: Path):
             return await asyncio.wait_for(asyncio.shield(task), 4.0)
         except TimeoutError:
             lanes = [(lane.replica, lane.outstanding, lane.conn and lane.conn.current)
-                     for lane in iter_lanes(engine)]
+                     for lane in engine.lanes()]
             victims = [(j.pos, j.end, j.cut) for _, _, j in lanes if j is not None]
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -14,6 +14,8 @@ import statistics
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+from dtune.params import Params
+
 EWMA_ALPHA = 0.3  # weight of the newest one-second sample; ~3 s memory, steady enough for a progress bar
 
 
@@ -62,7 +64,7 @@ class PartitionView:
     files_total: int
     files_done: int
     channels: int
-    params: dict
+    params: Params
 
 
 @dataclass(slots=True)
@@ -117,7 +119,7 @@ class Accounting:
         self.rtts: deque[float] = deque(maxlen=64)
         # name → [bytes_total, files_total, files_done, bytes_resumed]
         self.partition_totals: dict[str, list[int]] = {}
-        self.partition_params: dict[str, dict] = {}
+        self.partition_params: dict[str, Params] = {}
         self._rate = Rate()
         self._partition_rates: dict[str, Rate] = {}
         self._source_rates: dict[str, Rate] = {}
@@ -182,7 +184,7 @@ class Accounting:
                 bytes=got, bytes_resumed=presumed, bytes_total=ptotal, rate=prate,
                 eta=(left / prate if prate > 0 else None) if left else 0.0,
                 files_total=pfiles, files_done=pdone, channels=channels_by_part.get(name, 0),
-                params=self.partition_params.get(name, {}))
+                params=self.partition_params[name])
         sources = {name: SourceView(v[0], v[1], self._source_rates.get(name, Rate()).value)
                    for name, v in by_source.items()}
         rtt = statistics.median(self.rtts) if self.rtts else None

@@ -21,7 +21,7 @@ from rich.progress import (
 )
 
 from dtune.accounting import Snapshot
-from dtune.engine import TransferResult
+from dtune.engine.result import TransferResult
 
 
 def human_bytes(n: float) -> str:
@@ -51,7 +51,7 @@ class JsonReporter:
                     "channels": snap.channels,
                     "rtt_ms": None if snap.rtt is None else round(snap.rtt * 1000, 2),
                     "partitions": {k: {"bytes": v.bytes, "rate_mbps": round(v.rate * 8 / 1e6, 3),
-                                       "eta": v.eta, "channels": v.channels, "params": v.params}
+                                       "eta": v.eta, "channels": v.channels, "params": v.params.as_dict()}
                                    for k, v in snap.partitions.items()},
                     "sources": {k: {"bytes": v.bytes, "requests": v.requests,
                                     "rate_mbps": round(v.rate * 8 / 1e6, 3)}

@@ -16,8 +16,9 @@ from dtune.accounting import Snapshot
 from dtune.dataset import Dataset
 from dtune.discovery import discover
 from dtune.discovery.paths import resolve_inside
-from dtune.engine import Engine, TransferResult
+from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
+from dtune.engine.result import FileResult, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.http.client import Fetcher
 from dtune.netfacts import NetworkFacts
@@ -221,7 +222,6 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
                      "partitions": {n: sum(1 for x in tplan.partition_of if x == n) for n in tplan.params}}
     refused = len(dataset.files) - len(specs)
     if refused:
-        from dtune.engine import FileResult
         kept = {s.relpath for s in specs}
         for spec in dataset.files:
             if spec.relpath not in kept:

@@ -21,8 +21,9 @@ from pathlib import Path
 from dtune.dataset import FileSpec
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
 from dtune.engine.ranges import RangeSet
+from dtune.errors import DtuneError, HTTPError
 from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file
-from dtune.http.message import Origin, split_url
+from dtune.http.message import Origin, resolve_location, split_url
 
 
 class Source:
@@ -63,7 +64,7 @@ class FileState:
         self.unassigned: RangeSet | None = None  # bytes nobody is fetching; None = size unknown
         self.in_flight = 0                  # requests out for this file
         self.lanes: dict[int, int] = {}     # lane id → requests of this file on it (p counts lanes)
-        self.group = None                   # the channel group working on it, if any
+        self.group = None                   # the group working on it, if any
         self.failures = 0                   # consecutive failures without new bytes
         self.not_before = 0.0               # backoff: no request before this engine time
         self.redirects = 0
@@ -87,6 +88,58 @@ class FileState:
         """Set ``unassigned`` once the size is known."""
         if self.size is not None:
             self.unassigned = self.done.complement(self.size)
+
+    def learn_size(self, size: int, start: int, end: int | None, split_threshold: int) -> None:
+        """A response said the size; the request [start, end) that said it is being fetched."""
+        self.size = size
+        if not self.done:
+            self.journaled = size > split_threshold
+        self.unassigned = self.done.complement(size)
+        if end is not None:
+            self.unassigned.remove(start, end)
+        else:
+            self.unassigned.remove(0, size)
+        self.probing = False
+
+    def stream_whole(self, job: object) -> bool:
+        """The server ignores Range: ``job`` streams the whole file. True the first time."""
+        first = not self.single_stream
+        self.single_stream = True
+        self.full_job = job
+        if self.unassigned is not None:
+            self.unassigned = RangeSet()
+        return first
+
+    def follow_redirect(self, replica: int, asked: str, location: str, max_redirects: int) -> None:
+        """Move replica ``replica`` to the redirect target (once per hop, not per request).
+
+        ``asked`` is the URL the redirected request went to; raises HTTPError
+        (not retryable) after ``max_redirects`` hops or for a bad target.
+        """
+        source = self.sources[replica]
+        if source.url != asked:
+            return  # an earlier answer already moved this source; the request simply goes again
+        self.redirects += 1
+        if self.redirects > max_redirects:
+            raise HTTPError(f"{self.relpath}: more than {max_redirects} redirects", retryable=False)
+        try:
+            source.move(resolve_location(asked, location))
+        except DtuneError as exc:
+            raise HTTPError(f"{self.relpath}: bad redirect: {exc}", retryable=False) from None
+
+    def forget(self) -> None:
+        """The source changed under the file: forget every byte and validator, start over."""
+        self.journal_etag = None
+        self.etag = None
+        for source in self.sources:
+            source.etag = None
+        self.gen += 1
+        self.close_files()
+        self.done = RangeSet()
+        self.resumed = 0
+        self.single_stream = False
+        self.full_job = None
+        self.plan()
 
     @property
     def complete(self) -> bool:

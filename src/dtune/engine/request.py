@@ -1,19 +1,33 @@
 """One request for a byte range of a file, and what its response may do.
 
-``RangeJob`` is the exchange a ``Connection`` reports to (see ``http.connection``):
-it checks the status and ``Content-Range`` against what was asked before a
-single byte is written, writes the body with ``os.pwrite`` at the right
-offset, journals progress, and tells the engine how the request ended.
-A response that does not match the request is never written as data.
+``RangeJob`` is the exchange a ``Connection`` reports to (see
+``http.connection``): it checks the status and ``Content-Range`` against
+what was asked before a single byte is written, writes the body with
+``os.pwrite`` at the right offset and journals progress. It decides
+nothing about the transfer: what it learns (the file's size, a server
+that ignores Range, a changed file, a redirect) and how it ended
+(``Finished`` or ``Failed``) go as reports (``engine.outcomes``) to the one
+function it was given, ``report``; the engine acts on them. A response that
+does not match the request is never written as data.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dtune.engine.files import FileState
+from dtune.engine.outcomes import (
+    Failed,
+    Finished,
+    RangeIgnored,
+    Redirected,
+    Report,
+    SizeLearned,
+    SourceChanged,
+    status_error,
+)
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error
 from dtune.http.message import (
@@ -24,29 +38,35 @@ from dtune.http.message import (
 )
 
 if TYPE_CHECKING:
-    from dtune.engine.core import Engine, Lane
+    from dtune.accounting import Meter
+    from dtune.engine.files import FileState
+    from dtune.engine.state import Lane
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-SMALL_ERROR_BODY = 1 << 20  # consume error bodies up to this size to keep the connection
+
+ReportSink = Callable[["RangeJob", Report], None]
 
 
 class RangeJob:
     """One request for bytes [start, end) of a file (or the whole file).
 
     ``pos`` is where the next body byte goes; bytes in [first, pos) are on
-    disk. ``ranged`` says whether a Range header was sent.
+    disk. ``ranged`` says whether a Range header was sent. ``lane`` is the
+    lane that sends it (the engine's bookkeeping; the job only reads its
+    replica and meter).
     """
 
-    __slots__ = ("engine", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
+    __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
-                 "fd", "gen", "replica", "origin", "t_sent", "url", "cut")
+                 "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
+                 "small_body")
 
-    def __init__(self, engine: Engine, file: FileState, lane: Lane, start: int, end: int | None,
-                 ranged: bool) -> None:
-        self.engine = engine
+    def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
+                 report: ReportSink, journal_every: int, small_body: int) -> None:
+        self.report = report
         self.file = file
         self.lane = lane
-        self.meter = lane.meter
+        self.meter: Meter = lane.meter
         self.start = start
         self.end = end          # None: until the server says (unknown size, whole-file GET)
         self.pos = start
@@ -57,6 +77,8 @@ class RangeJob:
         self.superseded = False   # the file no longer needs these bytes (do not give them back)
         self.redirected = False   # give the bytes back, no penalty
         self.journaled = start
+        self.journal_every = journal_every
+        self.small_body = small_body
         self.status = 0
         self.fd = -1
         self.gen = file.gen       # a restarted or failed file bumps gen: stale responses are dropped
@@ -65,7 +87,7 @@ class RangeJob:
         self.origin = source.origin
         self.url = source.url
         self.t_sent = 0.0
-        self.cut = False          # end was moved earlier (Engine._steal): stop there, drop the connection
+        self.cut = False          # end was moved earlier (the endgame): stop there, drop the connection
         self.request = build_request("GET", source.origin, source.target,
                                      (start, end) if ranged and end is not None else None)
 
@@ -74,6 +96,9 @@ class RangeJob:
         if not self.ranged:
             return f.relpath
         return f"bytes {self.start}-{(self.end or 0) - 1} of {f.relpath}"
+
+    def __repr__(self) -> str:
+        return f"<RangeJob {self.describe()} pos={self.pos} status={self.status}{' cut' if self.cut else ''}>"
 
     # ---- Exchange protocol (called by Connection) ---------------------------
     def on_headers(self, status: int, headers: dict[str, str]) -> bool:
@@ -87,14 +112,14 @@ class RangeJob:
     def _discard_body(self, headers: dict[str, str]) -> bool:
         """Keep the connection if the unwanted body is small, else drop it."""
         length = headers.get("content-length", "")
-        if length.isdigit() and int(length) <= SMALL_ERROR_BODY:
+        if length.isdigit() and int(length) <= self.small_body:
             self.discard = True
             return True
-        self.engine._job_failed(self, self.error or ProtocolError("unwanted body"))
+        self.report(self, Failed(self.error or ProtocolError("unwanted body")))
         return False
 
     def _accept(self, status: int, headers: dict[str, str]) -> bool:
-        f, engine = self.file, self.engine
+        f = self.file
         if f.status not in ("active", "queued"):
             self.superseded = True
             raise ProtocolError(f"{f.relpath}: no longer wanted")
@@ -107,8 +132,8 @@ class RangeJob:
                 f.journal_etag if self.replica == 0 else None)
             if known is not None and etag != known:
                 when = "during the transfer" if source.etag is not None else "since the last run"
-                engine._restart_file(f, f"{f.relpath}: changed on the server {when} "
-                                        f"(ETag {known} → {etag})")
+                self.report(self, SourceChanged(f"{f.relpath}: changed on the server {when} "
+                                                f"(ETag {known} → {etag})"))
                 self.superseded = True
                 raise ProtocolError(f"{f.relpath}: changed on the server")
             source.etag = etag
@@ -119,24 +144,18 @@ class RangeJob:
         if status == 200:
             return self._accept_full(headers)
         if status in REDIRECT_STATUSES and headers.get("location"):
-            engine._redirect(self, headers["location"])
+            self.report(self, Redirected(headers["location"]))
             self.redirected = True
             raise ProtocolError("redirected")
-        retry_after = parse_retry_after(headers.get("retry-after"), time.time())
-        if status in (429, 503) or status >= 500 or status == 408:
-            raise HTTPError(f"{self.describe()}: server answered {status}", status=status,
-                            retryable=True, retry_after=retry_after)
         if status == 416 and f.size is None and self.ranged and self.start == 0:
             if parse_unsatisfied_range(headers.get("content-range")) == 0:
                 # the size probe of an empty file: "bytes */0" is its whole answer
-                engine._learn_size(f, 0, self)
+                self.report(self, SizeLearned(0))
                 f.done_zero = True
                 self.discard = True
                 return True
-        if status == 416:
-            raise HTTPError(f"{self.describe()}: server answered 416 (range not satisfiable; "
-                            f"the file is shorter than {f.size} bytes?)", status=416, retryable=False)
-        raise HTTPError(f"{f.relpath}: server answered {status}", status=status, retryable=False)
+        raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
+                           retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
 
     def _accept_partial(self, headers: dict[str, str]) -> bool:
         f = self.file
@@ -160,7 +179,7 @@ class RangeJob:
                                 f"Content-Range {cr!r}")
         if f.size is None:
             self.end = end
-            self.engine._learn_size(f, total, self)
+            self.report(self, SizeLearned(total))
         self._open()
         return True
 
@@ -178,9 +197,9 @@ class RangeJob:
             if f.full_job is not None and f.full_job is not self:
                 self.superseded = True  # another response already streams the whole file
                 raise ProtocolError(f"{f.relpath}: duplicate whole-file response")
-            self.engine._to_single_stream(f, self)
+            self.report(self, RangeIgnored())
         if f.size is None and size is not None:
-            self.engine._learn_size(f, size, self)
+            self.report(self, SizeLearned(size))
         self.start = self.first = self.pos = self.journaled = 0
         self.end = f.size
         self.ranged = False
@@ -222,34 +241,32 @@ class RangeJob:
         pos += n
         self.pos = pos
         self.meter.bytes += n
-        if pos - self.journaled >= self.engine.options.journal_every:
+        if pos - self.journaled >= self.journal_every:
             self.file.record(self.journaled, pos)
             self.journaled = pos
 
     def on_complete(self) -> None:
         if self.discard:
-            if self.error is None:  # an answer with nothing to write (an empty file)
-                self.engine._job_done(self)
-            else:
-                self.engine._job_failed(self, self.error)
+            # an answer with nothing to write (an empty file), or an unwanted small body
+            self.report(self, Finished() if self.error is None else Failed(self.error))
             return
         f = self.file
         if self.end is None:  # whole-file stream of unknown length ended
             self.end = self.pos
             if f.size is None:
-                self.engine._learn_size(f, self.pos, self)
+                self.report(self, SizeLearned(self.pos))
         if self.pos != self.end:
-            self.engine._job_failed(self, ProtocolError(
+            self.report(self, Failed(ProtocolError(
                 f"{self.describe()}: response ended after {self.pos - self.first} of "
-                f"{self.end - self.first} bytes"))
+                f"{self.end - self.first} bytes")))
             return
-        self.engine._job_done(self)
+        self.report(self, Finished())
 
     def on_error(self, exc: Exception) -> None:
         if isinstance(exc, RangeCut) and self.pos == self.end:
-            self.engine._job_done(self)
+            self.report(self, Finished())
             return
-        self.engine._job_failed(self, exc)
+        self.report(self, Failed(exc))
 
     def save_progress(self) -> None:
         """Journal what this request wrote (called once it ends, either way)."""
@@ -257,3 +274,4 @@ class RangeJob:
                 and self.gen == self.file.gen):
             self.file.record(self.journaled, self.pos)
             self.journaled = self.pos
+

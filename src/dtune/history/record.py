@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from dtune.history.schema import TransferRecord
 
 if TYPE_CHECKING:
-    from dtune.engine import TransferResult
+    from dtune.engine.result import TransferResult
 
 DONE_STATUSES = ("done", "skipped")   # verified on disk, now or by an earlier run
 

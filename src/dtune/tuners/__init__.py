@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dtune.accounting import Snapshot
-from dtune.engine.core import RangePolicy
 from dtune.netfacts import NetworkFacts
 from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params, default_params
+from dtune.tuners.base import RangePolicy
 from dtune.tuners.heuristic import (
     DEFAULTS as HEURISTIC_DEFAULTS,
 )
@@ -388,5 +388,5 @@ class MdtpTuner(Tuner):
         self.lanes_.clear()
         self.lanes_.update(lanes)  # the sizer shares this dict
         view = snap.partitions["all"].params
-        base = Params(cc=view.get("cc", 1), p=1, pp=view.get("pp", 2))
+        base = Params(cc=view.cc, p=1, pp=view.pp)
         return Decision({"all": base.spread([lanes[r] for r in sorted(lanes)])}, "; ".join(why))

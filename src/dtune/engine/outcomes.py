@@ -1,0 +1,230 @@
+"""What a request's answer means for its file, as a table: this module decides, the engine acts.
+
+A request (``request.RangeJob``) reports what happened — the facts a
+response reveals as they arrive, and how the request ended:
+
+    report               action
+    -------------------  ---------------------------------------------------------------
+    SizeLearned(n)       the file is n bytes: plan its ranges
+    RangeIgnored         single stream: the server ignores Range, whole-file GETs only
+    SourceChanged(why)   RestartFile (every byte forgotten), or FailFile after max_restarts
+    Redirected(url)      the source moves there, or FailFile after max_redirects
+    Finished             done: journal, commit when every byte is on disk
+    Failed(error)        ``after_failure``, first match wins:
+        the file no longer wants these bytes .................. Settle
+        the file is no longer active .......................... nothing
+        every byte is on disk anyway .......................... Settle
+        disk error, or an HTTP error retrying cannot mend ..... FailFile
+        innocent (a redirect; or the connection died because
+          of another request before this one was answered) .... Requeue, no penalty
+        several replicas, another one in service .............. Requeue (the replica's
+          failure is counted; N in a row pause it, doubling) .. + its pause
+        otherwise ............................................. Retry after a backoff
+                                                                (Retry-After honoured),
+                                                                FailFile after ``retries``
+
+``status_error`` is the table of HTTP statuses that are not data: 408, 429
+and 5xx are worth retrying (after Retry-After when given), anything else
+fails the file at once.
+
+Everything here is pure: the clock and the random jitter are passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dtune.engine.options import EngineOptions
+from dtune.errors import DiskError, HTTPError
+
+RETRYABLE = frozenset({408, 429})  # … and every 5xx
+
+
+# ---- reports: what a request says --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class SizeLearned:
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeIgnored:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class SourceChanged:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Redirected:
+    location: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    error: Exception
+
+
+Report = SizeLearned | RangeIgnored | SourceChanged | Redirected | Finished | Failed
+
+
+# ---- actions: what the engine does -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """Commit the file if every byte is on disk, else let its lanes carry on."""
+
+
+@dataclass(frozen=True, slots=True)
+class FailFile:
+    reason: str
+    penalised: bool = False   # the lane's last answer time moves on (it waited for this failure)
+    pause: float | None = None  # seconds the request's replica now rests (several replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class Requeue:
+    """Ask again at once, no penalty for the file; ``pause``: seconds the replica now rests."""
+
+    pause: float | None = None
+    penalised: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    delay: float
+    failures: int             # consecutive failures of the file, this one included
+    pause: float | None = None  # seconds the request's replica now rests (several replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartFile:
+    reason: str
+
+
+Action = Settle | FailFile | Requeue | Retry | RestartFile
+
+
+# ---- the failure table --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """The facts ``after_failure`` decides on (the engine gathers them from the request and file)."""
+
+    error: Exception
+    superseded: bool = False  # the file no longer needs these bytes
+    active: bool = True       # the file is still being fetched
+    complete: bool = False    # every byte of the file is on disk
+    innocent: bool = False
+    gained: bool = False      # the request wrote bytes before it failed
+    failures: int = 0         # the file's consecutive failures before this one
+    replica: int | None = None  # the request's replica, when the file has several
+
+
+def permanent(error: Exception) -> bool:
+    """A disk error, or an HTTP error that trying again cannot mend (404, size changed, …)."""
+    return isinstance(error, DiskError) or (isinstance(error, HTTPError) and not error.retryable)
+
+
+def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealth | None = None,
+                  now: float = 0.0, jitter: float = 1.0) -> Action | None:
+    """The action for a failed request (see the table in the module docstring)."""
+    if fail.superseded:
+        return Settle()
+    if not fail.active:
+        return None
+    if fail.complete:
+        return Settle()  # this request's fate no longer matters
+    if permanent(fail.error):
+        return FailFile(str(fail.error))
+    if fail.innocent:
+        return Requeue()
+    pause = None
+    if fail.replica is not None and health is not None:
+        pause = health.failed(fail.replica, now)
+        if health.others_serving(fail.replica, now):
+            return Requeue(pause, penalised=True)  # another replica can take these bytes now
+    failures = (0 if fail.gained else fail.failures) + 1
+    if failures > options.retries:
+        return FailFile(f"{fail.error} (gave up after {options.retries} retries)", penalised=True,
+                        pause=pause)
+    delay = backoff(failures, getattr(fail.error, "retry_after", None), options, jitter)
+    return Retry(delay, failures, pause)
+
+
+def backoff(failures: int, retry_after: float | None, options: EngineOptions, jitter: float = 1.0) -> float:
+    """Seconds before the next try: Retry-After (capped), else exponential from ``backoff_base``.
+
+    ``jitter`` is the random factor in [1 - backoff_jitter, 1 + backoff_jitter] the engine drew.
+    """
+    if retry_after is not None:
+        return min(retry_after, options.retry_after_max)
+    return min(options.backoff_max, options.backoff_base * 2 ** (failures - 1)) * jitter
+
+
+def after_change(restarts: int, reason: str, options: EngineOptions) -> RestartFile | FailFile:
+    """The file changed on the server for the ``restarts``-th time (this one included)."""
+    if restarts > options.max_restarts:
+        return FailFile(f"{reason}; it keeps changing ({restarts} versions seen)")
+    return RestartFile(reason)
+
+
+def status_error(status: int, *, what: str, relpath: str, size: int | None,
+                 retry_after: float | None) -> HTTPError:
+    """The error for a status that carries no data of the file (see the module docstring).
+
+    ``what`` describes the request ("bytes 0-99 of a.bin"); ``retry_after``
+    is the parsed Retry-After header, when there was one.
+    """
+    if status in RETRYABLE or status >= 500:
+        return HTTPError(f"{what}: server answered {status}", status=status, retryable=True,
+                         retry_after=retry_after)
+    if status == 416:
+        return HTTPError(f"{what}: server answered 416 (range not satisfiable; the file is shorter "
+                         f"than {size} bytes?)", status=416, retryable=False)
+    return HTTPError(f"{relpath}: server answered {status}", status=status, retryable=False)
+
+
+class ReplicaHealth:
+    """Consecutive failures per replica; ``replica_failures`` in a row pause the replica.
+
+    The first pause lasts ``replica_pause`` seconds and each later one twice
+    the one before, up to ``replica_pause_max``; the range policy forgets a
+    paused replica's rate, so it is measured afresh when it comes back.
+    ``paused_until`` (replica → engine time) is what the scheduler reads.
+    """
+
+    def __init__(self, replicas: int, options: EngineOptions) -> None:
+        self.replicas = replicas
+        self.options = options
+        self.failures: dict[int, int] = {}
+        self.pauses: dict[int, int] = {}
+        self.paused_until: dict[int, float] = {}
+
+    def ok(self, replica: int) -> None:
+        self.failures[replica] = 0
+
+    def failed(self, replica: int, now: float) -> float | None:
+        """Count one failure; the pause in seconds if it starts now, else None."""
+        opts = self.options
+        count = self.failures.get(replica, 0) + 1
+        self.failures[replica] = count
+        if count < opts.replica_failures:
+            return None
+        done = self.pauses.get(replica, 0)
+        pause = min(opts.replica_pause_max, opts.replica_pause * 2 ** done)
+        self.pauses[replica] = done + 1
+        self.paused_until[replica] = now + pause
+        self.failures[replica] = 0
+        return pause
+
+    def others_serving(self, replica: int, now: float) -> bool:
+        """Is some replica other than ``replica`` in service (not paused) at ``now``?"""
+        return any(r != replica and self.paused_until.get(r, 0.0) <= now for r in range(self.replicas))
+
+    def __repr__(self) -> str:
+        return f"<ReplicaHealth failures={self.failures} paused_until={self.paused_until}>"

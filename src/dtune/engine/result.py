@@ -1,0 +1,33 @@
+"""What a transfer returns: one ``FileResult`` per file and the final snapshot (plain data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dtune.accounting import Snapshot
+
+
+@dataclass(slots=True)
+class FileResult:
+    relpath: str
+    status: str           # done | skipped | failed
+    size: int | None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class TransferResult:
+    files: list[FileResult] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+    # filled in by dtune.transfer: what was tuned how, and the per-second samples
+    tuning: dict = field(default_factory=dict)
+    samples: list[dict] = field(default_factory=list)
+    energy: dict | None = None  # {"joules", "kind", "seconds", "watts", "note"} when metered
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
