@@ -5,6 +5,7 @@ Modules, from the outside in:
 * ``cli``        the ``serve`` sub-command (flags and help only)
 * ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``, ``ServerThread``
 * ``protocol``   ``HttpConnection``: httptools parsing, in-order pipelined answers, sendfile
+* ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
 * ``config``     ``ServerConfig``: every tunable with its default and the reason for it
 * ``paths``      request path → file inside the served directory (traversal and symlink checks)
 * ``conditions`` Range / If-Range / If-None-Match / If-Modified-Since decisions (pure)

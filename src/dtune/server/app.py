@@ -2,8 +2,9 @@
 
 Layers, outermost first: ``run`` (event loop choice, signals, the
 "serving …" line) → ``FileServer`` (one listening socket, shared state) →
-``HttpConnection`` (one client, ``protocol.py``) → the pure deciders
-(``paths``, ``conditions``, ``manifest``, ``listing``).
+``HttpConnection`` (one client, ``protocol.py``; it sees the server only
+through ``context.ServerContext``, which ``FileServer`` satisfies) → the
+pure deciders (``paths``, ``conditions``, ``manifest``, ``listing``).
 
 ``ServerThread`` runs a ``FileServer`` on a private event loop in a
 background thread, for tests and for commands (``dtune demo``) that need a
@@ -27,43 +28,11 @@ from typing import Any
 from dtune.errors import DtuneError
 from dtune.fileio import raise_open_file_limit
 from dtune.server.config import ServerConfig
+from dtune.server.context import Connection, Stats
 from dtune.server.listing import render_listing, scan_directory
 from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
 from dtune.server.paths import Root
 from dtune.server.protocol import SERVER_NAME, HttpConnection
-
-
-class Stats:
-    """Counters since start, served at ``/.well-known/dtune/stats`` (which does not count itself).
-
-    requests     answered requests
-    bytes_sent   body bytes of file answers (200 and 206), as written to sockets
-    connections  accepted connections, including those turned away with 503
-    responses    answers per status code
-    """
-
-    __slots__ = ("requests", "bytes_sent", "connections", "responses", "rejected", "internal_errors")
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.bytes_sent = 0
-        self.connections = 0
-        self.responses: dict[int, int] = {}
-        self.rejected = 0
-        self.internal_errors = 0
-
-    def __repr__(self) -> str:
-        return f"<Stats {self.requests} requests, {self.bytes_sent} bytes, {self.connections} connections>"
-
-    def snapshot(self, open_connections: int) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "bytes_sent": self.bytes_sent,
-            "connections": self.connections,
-            "responses": {str(k): v for k, v in sorted(self.responses.items())},
-            "open_connections": open_connections,
-            "rejected_connections": self.rejected,
-        }
 
 
 def _log_safe(raw: bytes) -> str:
@@ -95,9 +64,9 @@ class FileServer:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._conns: set[HttpConnection] = set()
+        self._conns: set[Connection] = set()
         self._active = 0
-        self._overflow: set[HttpConnection] = set()
+        self._overflow: set[Connection] = set()
         self._date_second = -1
         self._date_text = ""
         self._log: list[str] = []
@@ -156,7 +125,7 @@ class FileServer:
 
     # -- called by connections -------------------------------------------------
 
-    def connection_opened(self, conn: HttpConnection) -> bool:
+    def connection_opened(self, conn: Connection) -> bool:
         """Register a connection; False means it is over ``max_connections`` and gets 503."""
         self.stats.connections += 1
         if self._active >= self.config.max_connections:
@@ -167,7 +136,7 @@ class FileServer:
         self._conns.add(conn)
         return True
 
-    def connection_closed(self, conn: HttpConnection) -> None:
+    def connection_closed(self, conn: Connection) -> None:
         if conn in self._conns:
             self._conns.discard(conn)
             self._active -= 1

@@ -33,6 +33,10 @@ deadline. ``docs/server.md`` has the measurements.
 Deadlines are not timers: each connection records when its current phase
 began or last made progress, and the server's sweeper calls
 ``check_deadline`` about once a second (see ``ServerConfig`` for values).
+
+The connection knows its server only as a ``ServerContext``
+(``context.py``): configuration, counters, the served root, the access log
+and the manifest / listing builders.
 """
 
 from __future__ import annotations
@@ -44,17 +48,14 @@ import socket
 import stat
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import httptools
 
 from dtune import __version__
 from dtune.server.conditions import etag_for, http_date, plan_file_response
+from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
-
-if TYPE_CHECKING:
-    from dtune.server.app import FileServer
 
 STATS_PATH = b"/.well-known/dtune/stats"
 
@@ -107,7 +108,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
 class HttpConnection(asyncio.Protocol):
     """The asyncio protocol for one accepted connection (see module docstring)."""
 
-    def __init__(self, server: FileServer) -> None:
+    def __init__(self, server: ServerContext) -> None:
         self._srv = server
         self._cfg = server.config
         self._loop = server.loop
