@@ -4,7 +4,8 @@ Modules, from the outside in:
 
 * ``cli``        the ``serve`` sub-command (flags and help only)
 * ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``, ``ServerThread``
-* ``protocol``   ``HttpConnection``: httptools parsing, in-order pipelined answers, sendfile
+* ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile
+* ``request``    ``RequestReader``: httptools parsing and the request size limits (no I/O)
 * ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
 * ``config``     ``ServerConfig``: every tunable with its default and the reason for it
 * ``paths``      request path → file inside the served directory (traversal and symlink checks)
