@@ -33,7 +33,7 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed import netns
-from dtune.testbed.links import NetemLinks, TunLinks, client_addr, netem_available, server_addr
+from dtune.testbed.links import NetemLinks, Topology, TunLinks, client_addr, netem_available, server_addr
 from dtune.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
 
 BACKENDS = ("auto", "tun", "netem")
@@ -139,6 +139,12 @@ class Testbed:
         if not 0 <= index < len(self.links):
             raise DtuneError(f"testbed {self.id}: no link {index} (have {len(self.links)})")
 
+    def topology(self) -> Topology:
+        """The facts a link back-end is built from (links as they are now)."""
+        return Topology(run_id=self.id, client_ns=self.client_ns,
+                        server_ns=tuple(self.server_ns(i) for i in range(len(self.links))),
+                        links=tuple(self.links), mtu=self.mtu, seed=self.seed, detach=self.detach)
+
     @property
     def backend_name(self) -> str | None:
         return self._links_impl.name if self._links_impl else None
@@ -194,7 +200,8 @@ class Testbed:
         backend = self.backend
         if backend == "auto":
             backend = "netem" if netem_available(self.client_ns) else "tun"
-        self._links_impl = TunLinks(self) if backend == "tun" else NetemLinks(self)
+        topo = self.topology()
+        self._links_impl = TunLinks(topo) if backend == "tun" else NetemLinks(topo)
         self._links_impl.setup()
         assert self._state is not None
         self._state.backend = backend
