@@ -80,22 +80,13 @@ def walk_tree(root: Root, directory: str) -> list[FileEntry]:
             if not _is_exportable(name):
                 continue
             rel = prefix + name
-            try:
-                if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
-                    if not root.contains(real):
-                        continue
-                    st = os.stat(real)
-                    if stat.S_ISREG(st.st_mode):
-                        found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
-                    continue  # symlinked directories are not followed
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
-            except OSError:
-                continue  # vanished while walking
+            st = root.entry_stat(entry)
+            if st is None:
+                continue  # leads outside, or vanished while walking
+            if stat.S_ISREG(st.st_mode):
+                found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
+            elif stat.S_ISDIR(st.st_mode) and not entry.is_symlink():  # symlinked directories are not followed
+                stack.append((entry.path, rel + "/"))
     found.sort(key=lambda e: e.path)
     return found
 
