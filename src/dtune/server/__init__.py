@@ -3,7 +3,8 @@
 Modules, from the outside in:
 
 * ``cli``        the ``serve`` sub-command (flags and help only)
-* ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``, ``ServerThread``
+* ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``
+* ``thread``     ``ServerThread``: a ``FileServer`` on a background event loop (``LoopThread``)
 * ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile
 * ``request``    ``RequestReader``: httptools parsing and the request size limits (no I/O)
 * ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
@@ -14,7 +15,8 @@ Modules, from the outside in:
 * ``listing``    nginx-style HTML listing
 """
 
-from dtune.server.app import FileServer, ServerThread, run
+from dtune.server.app import FileServer, run
 from dtune.server.config import ServerConfig
+from dtune.server.thread import ServerThread
 
 __all__ = ["FileServer", "ServerConfig", "ServerThread", "run"]
