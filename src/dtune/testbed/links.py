@@ -194,14 +194,8 @@ class TunLinks:
         if self._watch_w is not None:
             # Closing the pipe alone would make the emulator tear the run
             # down itself; SIGTERM first says "stop, the owner cleans up".
-            proc = self.proc
-            if proc and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(3.0)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if self.proc is not None:
+                netns.stop_process(self.proc, 3.0)
             os.close(self._watch_w)
             self._watch_w = None
         elif self.proc and self.proc.poll() is None and not self.topo.detach:

@@ -18,7 +18,6 @@ watch pipe) even when the owning process is killed outright.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import secrets
 import shutil
@@ -226,7 +225,7 @@ class Testbed:
         if self.detach and self._links_impl is not None and self._state and self._state.owner_pid != os.getpid():
             return  # a detached run lives on; `dtune testbed down` removes it
         for proc in self._procs:
-            _kill_group(proc)
+            netns.stop_process(proc, 2.0, group=True)
         if self._links_impl is not None:
             self._links_impl.close()
         netns.destroy_run(self.id)
@@ -317,18 +316,3 @@ def _check_congestion_control(name: str) -> None:
 def _sigterm_to_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
-
-def _kill_group(proc: subprocess.Popen[Any], grace: float = 2.0) -> None:
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
