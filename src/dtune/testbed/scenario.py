@@ -29,12 +29,12 @@ change an experiment.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
+from dtune.tomlfile import check_table, read_toml  # read_toml: bench and sweep still import it from here
 
 DEFAULT_MTU = 9000
 # A queue shorter than this many full-size packets makes even a LAN link drop
@@ -159,15 +159,6 @@ def _integer(where: str, key: str, value: Any) -> int:
     return value
 
 
-def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DtuneError(f"{where}: must be a table")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    return value
-
-
 def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenario:
     """Build a Scenario from parsed TOML; tables other than link/client/server are ignored."""
     raw_links = data.get("link")
@@ -176,14 +167,14 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
     links = []
     for i, raw in enumerate(raw_links):
         where = f"scenario {name}: link {i + 1}"
-        raw = _table(where, raw, _LINK_KEYS)
+        raw = check_table(where, raw, _LINK_KEYS)
         kwargs = {k: _number(where, k, v) for k, v in raw.items()}
         try:
             links.append(Link(**kwargs))
         except DtuneError as exc:
             raise DtuneError(f"{where}: {exc}") from None
-    client = _table(f"scenario {name}: [client]", data.get("client", {}), _CLIENT_KEYS)
-    server = _table(f"scenario {name}: [server]", data.get("server", {}), _SERVER_KEYS)
+    client = check_table(f"scenario {name}: [client]", data.get("client", {}), _CLIENT_KEYS)
+    server = check_table(f"scenario {name}: [server]", data.get("server", {}), _SERVER_KEYS)
 
     def host(where: str, raw: dict[str, Any]) -> HostConfig:
         values: dict[str, Any] = {k: _integer(where, k, raw[k]) for k in ("tcp_rmem_max", "tcp_wmem_max")
@@ -201,20 +192,6 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
     mtu = _integer(f"scenario {name}: [client]", "mtu", client.get("mtu", DEFAULT_MTU))
     return Scenario(links=tuple(links), client=host(f"scenario {name}: [client]", client),
                     server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name)
-
-
-def read_toml(path: str | Path, what: str) -> dict:
-    """A TOML file as a dict; one-line DtuneError ("WHAT PATH: reason") otherwise."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise DtuneError(f"{what} {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DtuneError(f"{what} {path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise DtuneError(f"{what} {path}: {exc.strerror}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
