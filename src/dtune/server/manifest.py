@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtune.fileio import sha256_fd
 from dtune.server.paths import Root
 
 MANIFEST_VERSION = 1
@@ -112,30 +113,26 @@ def default_cache_dir() -> Path:
     return Path(base) / "dtune"
 
 
-_CHUNK = 1 << 20
-
-
 def sha256_file(path: str, stop: threading.Event | None = None) -> tuple[str, int, int] | None:
     """SHA-256 of a file plus the (size, mtime_ns) it had.
 
     None if the file cannot be read, changed while it was read, or ``stop`` was set.
     """
-    h = hashlib.sha256()
     try:
-        with open(path, "rb", buffering=0) as f:
-            before = os.fstat(f.fileno())
-            buf = bytearray(_CHUNK)
-            view = memoryview(buf)
-            while n := f.readinto(buf):
-                h.update(view[:n])
-                if stop is not None and stop.is_set():
-                    return None
-            after = os.fstat(f.fileno())
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+    try:
+        before = os.fstat(fd)
+        digest = sha256_fd(fd, stop)
+        after = os.fstat(fd)
+    except OSError:
         return None
-    return h.hexdigest(), after.st_size, after.st_mtime_ns
+    finally:
+        os.close(fd)
+    if digest is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        return None
+    return digest, after.st_size, after.st_mtime_ns
 
 
 class ChecksumCache:
