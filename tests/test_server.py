@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hostile.serve_process import request as req
 
 from dtune.server import ServerConfig, ServerThread, protocol
 
@@ -85,12 +86,13 @@ class Client:
         self.sock.close()
 
 
-def req(path: str | bytes, method: str = "GET", headers: dict[str, str] | None = None,
-        version: str = "1.1") -> bytes:
-    target = path if isinstance(path, bytes) else path.encode()
-    lines = [method.encode() + b" " + target + b" HTTP/" + version.encode(), b"Host: 127.0.0.1"]
-    lines += [f"{k}: {v}".encode() for k, v in (headers or {}).items()]
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+def get_once(port: int, path: str = "/small.bin") -> bytes:
+    """The body of ``path`` on a connection of its own (the server still serves)."""
+    c = Client(port)
+    try:
+        return c.request(path).body
+    finally:
+        c.close()
 
 
 def make_tree(base: Path) -> Path:
@@ -412,9 +414,7 @@ def test_garbage_gets_400_and_close_and_the_server_carries_on(server: ServerThre
         assert r.status in (400, 405)
         assert c.is_closed_by_server()
         c.close()
-    c = Client(server.port)
-    assert c.request("/small.bin").body == SMALL
-    c.close()
+    assert get_once(server.port) == SMALL
 
 
 def test_garbage_after_good_pipelined_requests_is_answered_after_them(client: Client) -> None:
@@ -457,9 +457,7 @@ def test_limits_answer_and_close_then_the_server_serves_the_next(
     assert c.reply().status == status
     assert c.is_closed_by_server()
     c.close()
-    c = Client(server.port)
-    assert c.request("/small.bin").body == SMALL
-    c.close()
+    assert get_once(server.port) == SMALL
 
 
 def test_small_body_on_get_is_discarded(client: Client) -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from dtune.cli import build_parser, main
 from dtune.errors import DtuneError
-from dtune.testbed import Link, Scenario, load_scenario, scenario_from_dict
+from dtune.testbed import Link, Scenario, links, load_scenario, scenario_from_dict
 from dtune.testbed.emulator import Direction, apply_change
-from dtune.testbed.links import client_addr, netem_args, server_addr
+from dtune.testbed.links import NetemLinks, Topology, client_addr, netem_args, server_addr
 from dtune.testbed.netns import NS_RE, check_run_id, ns_name
 
 SCENARIOS = ["wan1g-large", "wan1g-small", "wan1g-mixed", "lan", "replicas4"]
@@ -176,6 +176,20 @@ def test_netem_args_hold_the_in_flight_packets() -> None:
     limit = int(args[args.index("limit") + 1])
     assert limit >= (2_500_000 + 5_000_000) / 9000      # one-way BDP + queue
     assert args[-3:] == ["loss", "random", "1%"]
+
+
+def test_a_netem_change_keeps_what_an_earlier_change_set(monkeypatch) -> None:
+    commands: list[list[str]] = []
+    monkeypatch.setattr(links.netns, "run_cmd", lambda argv, **kw: commands.append(list(argv)))
+    topo = Topology(run_id="t", client_ns="dtune-t-client", server_ns=("dtune-t-srv1",),
+                    links=(Link(rate_mbit=1000, rtt_ms=40),), mtu=1500)
+    backend = NetemLinks(topo)
+    backend.set(0, {"rate_mbit": 250, "rtt_ms": None, "direction": None})
+    reply = backend.set(0, {"rtt_ms": 80, "rate_mbit": None, "direction": None})
+    assert (reply["rate_mbit"], reply["rtt_ms"]) == (250, 80)
+    assert commands[-1][-6:-2] == ["delay", "40ms", "rate", "250mbit"]
+    assert [c[2] for c in commands] == ["dtune-t-client", "dtune-t-srv1"] * 2
+    assert topo.links[0].rate_mbit == 1000  # the topology itself stays as the run started
 
 
 def test_addresses_and_names() -> None:

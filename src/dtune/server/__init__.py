@@ -3,8 +3,11 @@
 Modules, from the outside in:
 
 * ``cli``        the ``serve`` sub-command (flags and help only)
-* ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``, ``ServerThread``
-* ``protocol``   ``HttpConnection``: httptools parsing, in-order pipelined answers, sendfile
+* ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``
+* ``thread``     ``ServerThread``: a ``FileServer`` on a background event loop (``LoopThread``)
+* ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile
+* ``request``    ``RequestReader``: httptools parsing and the request size limits (no I/O)
+* ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
 * ``config``     ``ServerConfig``: every tunable with its default and the reason for it
 * ``paths``      request path → file inside the served directory (traversal and symlink checks)
 * ``conditions`` Range / If-Range / If-None-Match / If-Modified-Since decisions (pure)
@@ -12,7 +15,8 @@ Modules, from the outside in:
 * ``listing``    nginx-style HTML listing
 """
 
-from dtune.server.app import FileServer, ServerThread, run
+from dtune.server.app import FileServer, run
 from dtune.server.config import ServerConfig
+from dtune.server.thread import ServerThread
 
 __all__ = ["FileServer", "ServerConfig", "ServerThread", "run"]

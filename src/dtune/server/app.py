@@ -2,12 +2,13 @@
 
 Layers, outermost first: ``run`` (event loop choice, signals, the
 "serving …" line) → ``FileServer`` (one listening socket, shared state) →
-``HttpConnection`` (one client, ``protocol.py``) → the pure deciders
-(``paths``, ``conditions``, ``manifest``, ``listing``).
+``HttpConnection`` (one client, ``protocol.py``; it sees the server only
+through ``context.ServerContext``, which ``FileServer`` satisfies) → the
+pure deciders (``paths``, ``conditions``, ``manifest``, ``listing``).
 
-``ServerThread`` runs a ``FileServer`` on a private event loop in a
-background thread, for tests and for commands (``dtune demo``) that need a
-real server inside their own process.
+``ServerThread`` (``thread.py``) runs a ``FileServer`` on a private event
+loop in a background thread, for tests and for commands (``dtune demo``)
+that need a real server inside their own process.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,43 +27,11 @@ from typing import Any
 from dtune.errors import DtuneError
 from dtune.fileio import raise_open_file_limit
 from dtune.server.config import ServerConfig
+from dtune.server.context import Connection, Stats
 from dtune.server.listing import render_listing, scan_directory
 from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
 from dtune.server.paths import Root
 from dtune.server.protocol import SERVER_NAME, HttpConnection
-
-
-class Stats:
-    """Counters since start, served at ``/.well-known/dtune/stats`` (which does not count itself).
-
-    requests     answered requests
-    bytes_sent   body bytes of file answers (200 and 206), as written to sockets
-    connections  accepted connections, including those turned away with 503
-    responses    answers per status code
-    """
-
-    __slots__ = ("requests", "bytes_sent", "connections", "responses", "rejected", "internal_errors")
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.bytes_sent = 0
-        self.connections = 0
-        self.responses: dict[int, int] = {}
-        self.rejected = 0
-        self.internal_errors = 0
-
-    def __repr__(self) -> str:
-        return f"<Stats {self.requests} requests, {self.bytes_sent} bytes, {self.connections} connections>"
-
-    def snapshot(self, open_connections: int) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "bytes_sent": self.bytes_sent,
-            "connections": self.connections,
-            "responses": {str(k): v for k, v in sorted(self.responses.items())},
-            "open_connections": open_connections,
-            "rejected_connections": self.rejected,
-        }
 
 
 def _log_safe(raw: bytes) -> str:
@@ -95,9 +63,9 @@ class FileServer:
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._conns: set[HttpConnection] = set()
+        self._conns: set[Connection] = set()
         self._active = 0
-        self._overflow: set[HttpConnection] = set()
+        self._overflow: set[Connection] = set()
         self._date_second = -1
         self._date_text = ""
         self._log: list[str] = []
@@ -156,7 +124,7 @@ class FileServer:
 
     # -- called by connections -------------------------------------------------
 
-    def connection_opened(self, conn: HttpConnection) -> bool:
+    def connection_opened(self, conn: Connection) -> bool:
         """Register a connection; False means it is over ``max_connections`` and gets 503."""
         self.stats.connections += 1
         if self._active >= self.config.max_connections:
@@ -167,7 +135,7 @@ class FileServer:
         self._conns.add(conn)
         return True
 
-    def connection_closed(self, conn: HttpConnection) -> None:
+    def connection_closed(self, conn: Connection) -> None:
         if conn in self._conns:
             self._conns.discard(conn)
             self._active -= 1
@@ -224,7 +192,8 @@ class FileServer:
         return render_listing(base, scan_directory(self.root, directory), is_root=is_root)
 
 
-def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``choice`` ("auto", "uvloop", "asyncio") names; None is asyncio's own."""
     if choice == "asyncio":
         return None
     try:
@@ -264,73 +233,5 @@ def run(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     # a connection can hold three descriptors: socket, open file, and the socket's dup during
     # a waiting sendfile
     raise_open_file_limit(3 * config.max_connections + 64)
-    with asyncio.Runner(loop_factory=_loop_factory(config.loop)) as runner:
+    with asyncio.Runner(loop_factory=loop_factory(config.loop)) as runner:
         return runner.run(_serve_until_signal(config, announce))
-
-
-class ServerThread:
-    """A ``FileServer`` on its own event loop in a daemon thread; use as a context manager.
-
-    >>> with ServerThread(ServerConfig(root=path, port=0, quiet=True)) as srv:
-    ...     urllib.request.urlopen(srv.url + "a.bin")
-    """
-
-    def __init__(self, config: ServerConfig) -> None:
-        self.config = config
-        self.server: FileServer | None = None
-        self._thread = threading.Thread(target=self._main, name="dtune-serve", daemon=True)
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-
-    @property
-    def url(self) -> str:
-        assert self.server is not None
-        return self.server.url
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        return self.server.port
-
-    def _main(self) -> None:
-        factory = _loop_factory(self.config.loop)
-        try:
-            with asyncio.Runner(loop_factory=factory) as runner:
-                runner.run(self._serve())
-        except BaseException as exc:  # reported to the starting thread
-            self._error = exc
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        self.server = FileServer(self.config)
-        self._loop.set_exception_handler(self.server.loop_exception)
-        await self.server.start()
-        self._ready.set()
-        try:
-            await self._stop.wait()
-        finally:
-            await self.server.close()
-
-    def start(self) -> ServerThread:
-        self._thread.start()
-        self._ready.wait(10)
-        if self._error is not None:
-            raise self._error
-        if self.server is None or not self.server.port:
-            raise DtuneError("serve: server thread did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def __enter__(self) -> ServerThread:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

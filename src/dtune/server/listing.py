@@ -41,15 +41,8 @@ def scan_directory(root: Root, directory: str) -> list[ListEntry]:
         for entry in it:
             if "\\" in entry.name:
                 continue
-            try:
-                if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
-                    if not root.contains(real):
-                        continue
-                    st = os.stat(real)
-                else:
-                    st = entry.stat(follow_symlinks=False)
-            except OSError:
+            st = root.entry_stat(entry)
+            if st is None:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 entries.append(ListEntry(entry.name, True, 0, st.st_mtime))

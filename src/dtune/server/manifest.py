@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dtune.fileio import sha256_fd
 from dtune.server.paths import Root
 
 MANIFEST_VERSION = 1
@@ -80,22 +81,13 @@ def walk_tree(root: Root, directory: str) -> list[FileEntry]:
             if not _is_exportable(name):
                 continue
             rel = prefix + name
-            try:
-                if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
-                    if not root.contains(real):
-                        continue
-                    st = os.stat(real)
-                    if stat.S_ISREG(st.st_mode):
-                        found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
-                    continue  # symlinked directories are not followed
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((entry.path, rel + "/"))
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
-            except OSError:
-                continue  # vanished while walking
+            st = root.entry_stat(entry)
+            if st is None:
+                continue  # leads outside, or vanished while walking
+            if stat.S_ISREG(st.st_mode):
+                found.append(FileEntry(rel, st.st_size, st.st_mtime_ns, entry.path))
+            elif stat.S_ISDIR(st.st_mode) and not entry.is_symlink():  # symlinked directories are not followed
+                stack.append((entry.path, rel + "/"))
     found.sort(key=lambda e: e.path)
     return found
 
@@ -121,30 +113,26 @@ def default_cache_dir() -> Path:
     return Path(base) / "dtune"
 
 
-_CHUNK = 1 << 20
-
-
 def sha256_file(path: str, stop: threading.Event | None = None) -> tuple[str, int, int] | None:
     """SHA-256 of a file plus the (size, mtime_ns) it had.
 
     None if the file cannot be read, changed while it was read, or ``stop`` was set.
     """
-    h = hashlib.sha256()
     try:
-        with open(path, "rb", buffering=0) as f:
-            before = os.fstat(f.fileno())
-            buf = bytearray(_CHUNK)
-            view = memoryview(buf)
-            while n := f.readinto(buf):
-                h.update(view[:n])
-                if stop is not None and stop.is_set():
-                    return None
-            after = os.fstat(f.fileno())
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+    try:
+        before = os.fstat(fd)
+        digest = sha256_fd(fd, stop)
+        after = os.fstat(fd)
+    except OSError:
         return None
-    return h.hexdigest(), after.st_size, after.st_mtime_ns
+    finally:
+        os.close(fd)
+    if digest is None or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        return None
+    return digest, after.st_size, after.st_mtime_ns
 
 
 class ChecksumCache:

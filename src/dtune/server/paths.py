@@ -178,6 +178,22 @@ class Root:
         """True when an absolute, symlink-free path is the served directory or below it."""
         return real_path == self.real or real_path.startswith(self._prefix)
 
+    def entry_stat(self, entry: os.DirEntry[str]) -> os.stat_result | None:
+        """An entry of a directory inside the root, as a request for it would find it.
+
+        A symlink is followed only when its target lies inside the root;
+        None for one that leads outside, or for an entry that vanished.
+        """
+        try:
+            if entry.is_symlink():
+                real = os.path.realpath(entry.path)
+                if not self.contains(real):
+                    return None
+                return os.stat(real)
+            return entry.stat(follow_symlinks=False)
+        except OSError:
+            return None
+
     def realpath_of(self, fd: int, relpath: str) -> str:
         """Where the file behind ``fd`` (opened as ``relpath``) really lives."""
         if self._use_proc:

@@ -2,12 +2,11 @@
 
 Theory of operation
 -------------------
-``data_received`` feeds bytes to ``httptools.HttpRequestParser``; its
-callbacks collect the request line and headers, enforce the size limits,
-and append each complete request to ``_queue``. A parse error or a limit
-appends an error marker instead and stops reading: everything parsed before
-it is still answered, then the 400/414/431/413 answer, then the connection
-closes.
+``data_received`` feeds bytes to the connection's ``RequestReader``
+(``request.py``), which appends each complete request to ``_queue`` and
+enforces the size limits. A parse error or a limit appends an error marker
+instead and stops reading: everything parsed before it is still answered,
+then the 400/414/431/413 answer, then the connection closes.
 
 ``_pump`` answers the queue strictly first-in first-out, which is what makes
 pipelining safe. Most answers are produced synchronously: a small file is
@@ -33,6 +32,10 @@ deadline. ``docs/server.md`` has the measurements.
 Deadlines are not timers: each connection records when its current phase
 began or last made progress, and the server's sweeper calls
 ``check_deadline`` about once a second (see ``ServerConfig`` for values).
+
+The connection knows its server only as a ``ServerContext``
+(``context.py``): configuration, counters, the served root, the access log
+and the manifest / listing builders.
 """
 
 from __future__ import annotations
@@ -44,17 +47,15 @@ import socket
 import stat
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import httptools
 
 from dtune import __version__
 from dtune.server.conditions import etag_for, http_date, plan_file_response
+from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
-
-if TYPE_CHECKING:
-    from dtune.server.app import FileServer
+from dtune.server.request import Request, RequestReader
 
 STATS_PATH = b"/.well-known/dtune/stats"
 
@@ -83,22 +84,6 @@ def content_type(path: bytes) -> str:
     return found
 
 
-class _Request:
-    __slots__ = ("method", "target", "headers", "keep_alive", "http10", "error")
-
-    def __init__(self) -> None:
-        self.method = b""
-        self.target = b""
-        self.headers: dict[bytes, bytes] = {}
-        self.keep_alive = True
-        self.http10 = False
-        self.error = 0  # a status (400, 413, 414, 431): answer it and close
-
-
-class _Limit(Exception):
-    """Raised inside a parser callback when the request breaks a limit."""
-
-
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -107,16 +92,16 @@ def _wake(fut: asyncio.Future[None]) -> None:
 class HttpConnection(asyncio.Protocol):
     """The asyncio protocol for one accepted connection (see module docstring)."""
 
-    def __init__(self, server: FileServer) -> None:
+    def __init__(self, server: ServerContext) -> None:
         self._srv = server
         self._cfg = server.config
         self._loop = server.loop
-        self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._sock_fd = -1
         self._dup_fd = -1
         self._peer = "-"
-        self._queue: deque[_Request] = deque()
+        self._queue: deque[Request] = deque()
+        self._reader = RequestReader(server.config, self._queue)
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._task: asyncio.Task[None] | None = None
@@ -128,24 +113,12 @@ class HttpConnection(asyncio.Protocol):
         self._closed = False
         self._overflow = False
         self._log = not server.config.quiet
-        # the request being parsed
-        self._req: _Request | None = None
-        self._url = b""
-        self._header_count = 0
-        self._header_bytes = 0
-        self._body_bytes = 0
-        self._limit_status = 0
-        self._in_head = False
-        self._seq = 0
-        self._raw_head = 0
-        # deadline bookkeeping (loop.time() values)
-        self._now = 0.0
-        self._head_started = 0.0
+        # deadline bookkeeping (loop.time() values; the reader keeps when a head began)
         self._idle_since = 0.0
         self._progress_at = 0.0
 
     def __repr__(self) -> str:
-        state = "busy" if self._task or self._queue else ("head" if self._in_head else "idle")
+        state = "busy" if self._task or self._queue else ("head" if self._reader.in_head else "idle")
         return f"<HttpConnection {self._peer} {state}, {len(self._queue)} queued>"
 
     # -- asyncio.Protocol ----------------------------------------------------
@@ -157,7 +130,7 @@ class HttpConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self._peer = f"{peer[0]}:{peer[1]}"
-        self._idle_since = self._now = self._loop.time()
+        self._idle_since = self._loop.time()
         self._overflow = not self._srv.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -192,73 +165,12 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._stopped:
             return
-        self._now = self._loop.time()
-        was_in_head, seq = self._in_head, self._seq
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            # Upgrade (h2c, websocket) is not offered: answer the request over HTTP/1.1, then close.
-            if self._queue:
-                self._queue[-1].keep_alive = False
-            self._stop_reading()
-        except httptools.HttpParserError:
-            self._fail(self._limit_status or 400)
-        else:
-            if was_in_head and self._in_head and seq == self._seq:
-                # the whole chunk belongs to one unfinished head: bound what httptools buffers
-                self._raw_head += len(data)
-                if self._raw_head > self._cfg.max_request_line + self._cfg.max_header_bytes + 1024:
-                    self._fail(431)
+        if self._reader.feed(data, self._loop.time()):
+            self._stop_reading()  # an error marker or an Upgrade ends the queue
         if self._reading and len(self._queue) > self._cfg.max_pipeline:
             self._reading = False
             self._transport.pause_reading()  # type: ignore[union-attr]
         self._pump()
-
-    # -- httptools callbacks -------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self._req = _Request()
-        self._url = b""
-        self._header_count = self._header_bytes = self._body_bytes = 0
-        self._in_head = True
-        self._seq += 1
-        self._raw_head = 0
-        self._head_started = self._now
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        if len(self._url) > self._cfg.max_request_line:
-            self._limit_status = 414
-            raise _Limit
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        self._header_bytes += len(name) + len(value) + 4
-        if self._header_count > self._cfg.max_headers or self._header_bytes > self._cfg.max_header_bytes:
-            self._limit_status = 431
-            raise _Limit
-        headers = self._req.headers  # type: ignore[union-attr]
-        key = name.lower()
-        old = headers.get(key)
-        headers[key] = value if old is None else old + b", " + value
-
-    def on_headers_complete(self) -> None:
-        req = self._req
-        parser = self._parser
-        req.method = parser.get_method()  # type: ignore[union-attr]
-        req.target = self._url  # type: ignore[union-attr]
-        req.keep_alive = parser.should_keep_alive()  # type: ignore[union-attr]
-        req.http10 = parser.get_http_version() == "1.0"  # type: ignore[union-attr]
-        self._in_head = False
-
-    def on_body(self, body: bytes) -> None:
-        self._body_bytes += len(body)
-        if self._body_bytes > self._cfg.max_body:
-            self._limit_status = 413
-            raise _Limit
-
-    def on_message_complete(self) -> None:
-        self._queue.append(self._req)  # type: ignore[arg-type]
 
     # -- answering, in order ---------------------------------------------------
 
@@ -267,14 +179,6 @@ class HttpConnection(asyncio.Protocol):
         if self._reading and self._transport is not None:
             self._reading = False
             self._transport.pause_reading()
-
-    def _fail(self, status: int) -> None:
-        req = _Request()
-        req.error = status
-        req.keep_alive = False
-        self._queue.append(req)
-        self._in_head = False
-        self._stop_reading()
 
     def _pump(self) -> None:
         if self._task is not None or self._closed:
@@ -359,7 +263,7 @@ class HttpConnection(asyncio.Protocol):
                 pass
         self._transport.abort()
 
-    def _finish(self, req: _Request, status: int, sent: int, *, counted: bool = True) -> None:
+    def _finish(self, req: Request, status: int, sent: int, *, counted: bool = True) -> None:
         """Count the answer; close after it when keep-alive ends here."""
         if counted:
             stats = self._srv.stats
@@ -377,7 +281,7 @@ class HttpConnection(asyncio.Protocol):
                 self._transport.close()
             self._closed = True
 
-    def _head(self, status: int, req: _Request, length: int | None, fields: str) -> bytes:
+    def _head(self, status: int, req: Request, length: int | None, fields: str) -> bytes:
         if req.keep_alive:
             conn = "Connection: keep-alive\r\n" if req.http10 else ""
         else:
@@ -386,7 +290,7 @@ class HttpConnection(asyncio.Protocol):
         return f"HTTP/1.1 {status} {REASONS[status]}\r\n{self._srv.common_fields()}{clen}{fields}{conn}\r\n".encode(
             "latin-1")
 
-    def _simple(self, req: _Request, status: int, fields: str = "", body: bytes | None = None) -> None:
+    def _simple(self, req: Request, status: int, fields: str = "", body: bytes | None = None) -> None:
         """A short answer with a text body (errors, redirects)."""
         if status == 400:
             req.keep_alive = False  # the stream may be out of step: never parse past a bad request
@@ -396,7 +300,7 @@ class HttpConnection(asyncio.Protocol):
         self._out.append(head if req.method == b"HEAD" else head + body)
         self._finish(req, status, 0)
 
-    def _respond(self, req: _Request):  # type: ignore[no-untyped-def]
+    def _respond(self, req: Request):  # type: ignore[no-untyped-def]
         """Answer one request; return a coroutine when the answer must wait, else None."""
         if req.error:
             self._simple(req, req.error)
@@ -451,7 +355,7 @@ class HttpConnection(asyncio.Protocol):
             return None
         return self._file(req, is_get, fd, st, target.relbytes)
 
-    def _file(self, req: _Request, is_get: bool, fd: int, st: os.stat_result, name: bytes):  # type: ignore[no-untyped-def]
+    def _file(self, req: Request, is_get: bool, fd: int, st: os.stat_result, name: bytes):  # type: ignore[no-untyped-def]
         size = st.st_size
         mtime = int(st.st_mtime)
         etag = etag_for(size, st.st_mtime_ns)
@@ -504,7 +408,7 @@ class HttpConnection(asyncio.Protocol):
             return None
         return self._send_body(req, status, fd, head, start, length)
 
-    def _send_body(self, req: _Request, status: int, fd: int, head: bytes, offset: int, length: int):  # type: ignore[no-untyped-def]
+    def _send_body(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int):  # type: ignore[no-untyped-def]
         """Send head and body now, straight to the socket, as far as it takes them without waiting.
 
         Returns None when all went out, else the coroutine that sends the rest.
@@ -537,7 +441,7 @@ class HttpConnection(asyncio.Protocol):
         self._finish(req, status, 0)
         return None
 
-    async def _sendfile(self, req: _Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
+    async def _sendfile(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
         """Send ``head`` then ``length`` bytes of ``fd`` straight to the socket."""
         sent_body = 0
         try:
@@ -601,7 +505,7 @@ class HttpConnection(asyncio.Protocol):
         if self._closed:
             raise ConnectionResetError("connection closed")
 
-    async def _directory(self, req: _Request, target, real: str, query: bytes | None) -> None:  # type: ignore[no-untyped-def]
+    async def _directory(self, req: Request, target, real: str, query: bytes | None) -> None:  # type: ignore[no-untyped-def]
         accept = req.headers.get(b"accept", b"")
         want_manifest = b"application/json" in accept or _has_manifest_key(query)
         base = target.url_path(slash=True)
@@ -628,7 +532,7 @@ class HttpConnection(asyncio.Protocol):
         self._flush()
         self._finish(req, 200, 0)
 
-    def _stats(self, req: _Request) -> None:
+    def _stats(self, req: Request) -> None:
         body = self._srv.stats_json()
         head = self._head(200, req, len(body), "Content-Type: application/json\r\nCache-Control: no-store\r\n")
         self._out.append(head if req.method == b"HEAD" else head + body)
@@ -645,8 +549,8 @@ class HttpConnection(asyncio.Protocol):
             if self._in_thread or now - self._progress_at <= cfg.send_timeout:
                 return
             self._abort(reset=True)  # the client stopped reading: free the socket buffers too
-        elif self._in_head:
-            if now - self._head_started > cfg.header_timeout:
+        elif self._reader.in_head:
+            if now - self._reader.head_started > cfg.header_timeout:
                 self._abort(reset=True)  # slowloris: the head did not arrive in time
         elif now - self._idle_since > cfg.keepalive_timeout:
             self._stopped = True

@@ -8,6 +8,11 @@
 Both give link i the addresses ``10.77.i.1`` (client, interface ``wan<i+1>``)
 and ``10.77.i.2`` (server ``srv<i+1>``, interface ``wan0``), a /30 each. The
 addresses exist only inside the run's namespaces.
+
+A back-end knows its run only as a ``Topology``: the frozen facts the
+``Testbed`` fixes when it starts (run id, namespace names, links, MTU, seed,
+detach). Live link changes go through ``set``; the netem back-end keeps the
+links it has configured so that a change keeps the values it does not name.
 """
 
 from __future__ import annotations
@@ -21,17 +26,14 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed import netns
 from dtune.testbed.scenario import Link
 from dtune.testbed.tun import open_tun
-
-if TYPE_CHECKING:
-    from dtune.testbed.testbed import Testbed
 
 TXQUEUELEN = 1000
 
@@ -42,6 +44,28 @@ def client_addr(index: int) -> str:
 
 def server_addr(index: int) -> str:
     return f"10.77.{index}.2"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What a link back-end needs to know of its testbed run, fixed when the run starts.
+
+    run_id     names the run directory (emulator log, control socket)
+    client_ns  the client's namespace
+    server_ns  the namespace of server i, one per link
+    links      link i as the run starts (client to ``server_ns[i]``)
+    mtu        of every link device
+    seed       the emulator's loss seed (None: random)
+    detach     the run outlives the process that built it
+    """
+
+    run_id: str
+    client_ns: str
+    server_ns: tuple[str, ...]
+    links: tuple[Link, ...]
+    mtu: int
+    seed: int | None = None
+    detach: bool = False
 
 
 def control_request(path: str | Path, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
@@ -86,52 +110,52 @@ class TunLinks:
 
     name = "tun"
 
-    def __init__(self, tb: Testbed) -> None:
-        self.tb = tb
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
         self.proc: subprocess.Popen[bytes] | None = None
-        self.control = str(netns.run_dir(tb.id) / "ctl.sock")
+        self.control = str(netns.run_dir(topo.run_id) / "ctl.sock")
         self._watch_w: int | None = None
 
     def setup(self) -> None:
-        tb = self.tb
+        topo = self.topo
         fds: list[int] = []
         link_cfg = []
         per_ns: dict[str, list[str]] = {}
         try:
-            for i, link in enumerate(tb.links):
+            for i, link in enumerate(topo.links):
                 tag = secrets.token_hex(4)
                 cdev, sdev = f"dtt{tag}c", f"dtt{tag}s"
                 cfd = open_tun(cdev)
                 fds.append(cfd)
                 sfd = open_tun(sdev)
                 fds.append(sfd)
-                netns.ip_batch([f"link set dev {cdev} netns {tb.client_ns}",
-                                f"link set dev {sdev} netns {tb.server_ns(i)}"],
-                               what=f"testbed {tb.id}: link {i}")
-                per_ns.setdefault(tb.client_ns, []).extend(_link_commands(i, "client", cdev, tb.mtu))
-                per_ns.setdefault(tb.server_ns(i), []).extend(_link_commands(i, "server", sdev, tb.mtu))
+                netns.ip_batch([f"link set dev {cdev} netns {topo.client_ns}",
+                                f"link set dev {sdev} netns {topo.server_ns[i]}"],
+                               what=f"testbed {topo.run_id}: link {i}")
+                per_ns.setdefault(topo.client_ns, []).extend(_link_commands(i, "client", cdev, topo.mtu))
+                per_ns.setdefault(topo.server_ns[i], []).extend(_link_commands(i, "server", sdev, topo.mtu))
                 link_cfg.append({"rate_mbit": link.rate_mbit, "rtt_ms": link.rtt_ms,
-                                 "queue_bytes": link.queue_bytes(tb.mtu), "loss": link.loss,
+                                 "queue_bytes": link.queue_bytes(topo.mtu), "loss": link.loss,
                                  "queue_auto": link.queue_kb is None, "client_fd": cfd, "server_fd": sfd})
             for ns, commands in per_ns.items():
-                netns.ip_batch(commands, what=f"testbed {tb.id}: {ns}", netns=ns)
+                netns.ip_batch(commands, what=f"testbed {topo.run_id}: {ns}", netns=ns)
             self._spawn(link_cfg, fds)
         finally:
             for fd in fds:  # the emulator holds its own copies now
                 os.close(fd)
 
     def _spawn(self, link_cfg: list[dict[str, Any]], fds: list[int]) -> None:
-        tb = self.tb
-        config: dict[str, Any] = {"links": link_cfg, "mtu": tb.mtu, "control": self.control,
-                                  "run_id": tb.id, "seed": tb.seed, "owns_run": tb.detach,
+        topo = self.topo
+        config: dict[str, Any] = {"links": link_cfg, "mtu": topo.mtu, "control": self.control,
+                                  "run_id": topo.run_id, "seed": topo.seed, "owns_run": topo.detach,
                                   "realtime": os.environ.get("DTUNE_TESTBED_REALTIME", "1") != "0"}
         pass_fds = list(fds)
         watch_r = None
-        if not tb.detach:
+        if not topo.detach:
             watch_r, self._watch_w = os.pipe()
             config["watch_fd"] = watch_r
             pass_fds.append(watch_r)
-        log = open(netns.run_dir(tb.id) / "emulator.log", "ab")
+        log = open(netns.run_dir(topo.run_id) / "emulator.log", "ab")
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "dtune.testbed.emulator", json.dumps(config)],
@@ -144,15 +168,15 @@ class TunLinks:
         deadline = time.monotonic() + 10.0
         while True:
             if self.proc.poll() is not None:
-                tail = (netns.run_dir(tb.id) / "emulator.log").read_text(errors="replace").strip()
+                tail = (netns.run_dir(topo.run_id) / "emulator.log").read_text(errors="replace").strip()
                 last = tail.splitlines()[-1] if tail else f"exit code {self.proc.returncode}"
-                raise DtuneError(f"testbed {tb.id}: link emulator did not start: {last}")
+                raise DtuneError(f"testbed {topo.run_id}: link emulator did not start: {last}")
             if os.path.exists(self.control):
                 with contextlib.suppress(DtuneError):
                     control_request(self.control, {"op": "ping"}, timeout=1.0)
                     return
             if time.monotonic() > deadline:
-                raise DtuneError(f"testbed {tb.id}: link emulator did not answer within 10 s")
+                raise DtuneError(f"testbed {topo.run_id}: link emulator did not answer within 10 s")
             time.sleep(0.01)
 
     @property
@@ -170,17 +194,11 @@ class TunLinks:
         if self._watch_w is not None:
             # Closing the pipe alone would make the emulator tear the run
             # down itself; SIGTERM first says "stop, the owner cleans up".
-            proc = self.proc
-            if proc and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(3.0)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            if self.proc is not None:
+                netns.stop_process(self.proc, 3.0)
             os.close(self._watch_w)
             self._watch_w = None
-        elif self.proc and self.proc.poll() is None and not self.tb.detach:
+        elif self.proc and self.proc.poll() is None and not self.topo.detach:
             self.proc.kill()
             self.proc.wait()
 
@@ -217,41 +235,41 @@ class NetemLinks:
     pid = None
     control = None
 
-    def __init__(self, tb: Testbed) -> None:
-        self.tb = tb
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self._links = list(topo.links)  # as configured now (set changes them)
 
     def setup(self) -> None:
-        tb = self.tb
-        for i, link in enumerate(tb.links):
+        topo = self.topo
+        for i, link in enumerate(topo.links):
             tag = secrets.token_hex(4)
             cdev, sdev = f"dtv{tag}c", f"dtv{tag}s"
+            what = f"testbed {topo.run_id}: link {i}"
             netns.ip_batch([f"link add {cdev} type veth peer name {sdev}",
-                            f"link set dev {cdev} netns {tb.client_ns}",
-                            f"link set dev {sdev} netns {tb.server_ns(i)}"],
-                           what=f"testbed {tb.id}: link {i}")
-            netns.ip_batch(_link_commands(i, "client", cdev, tb.mtu), what=f"testbed {tb.id}: link {i}",
-                           netns=tb.client_ns)
-            netns.ip_batch(_link_commands(i, "server", sdev, tb.mtu), what=f"testbed {tb.id}: link {i}",
-                           netns=tb.server_ns(i))
+                            f"link set dev {cdev} netns {topo.client_ns}",
+                            f"link set dev {sdev} netns {topo.server_ns[i]}"], what=what)
+            netns.ip_batch(_link_commands(i, "client", cdev, topo.mtu), what=what, netns=topo.client_ns)
+            netns.ip_batch(_link_commands(i, "server", sdev, topo.mtu), what=what, netns=topo.server_ns[i])
             self._qdisc(i, link, "add")
 
     def _qdisc(self, index: int, link: Link, verb: str) -> None:
-        tb = self.tb
-        for ns, dev in ((tb.client_ns, f"wan{index + 1}"), (tb.server_ns(index), "wan0")):
+        topo = self.topo
+        for ns, dev in ((topo.client_ns, f"wan{index + 1}"), (topo.server_ns[index], "wan0")):
             netns.run_cmd(["tc", "-n", ns, "qdisc", verb, "dev", dev, "root", "netem",
-                           *netem_args(link, tb.mtu)], what=f"testbed {tb.id}: link {index}")
+                           *netem_args(link, topo.mtu)], what=f"testbed {topo.run_id}: link {index}")
 
     def set(self, index: int, change: dict[str, Any]) -> dict[str, Any]:
         if change.get("direction"):
             raise DtuneError("testbed: the netem back-end changes both directions only")
         values = {k: v for k, v in change.items() if v is not None and k != "direction"}
-        link = replace(self.tb.links[index], **values)
+        link = replace(self._links[index], **values)
         self._qdisc(index, link, "change")
+        self._links[index] = link
         return {"rate_mbit": link.rate_mbit, "rtt_ms": link.rtt_ms, "loss": link.loss,
-                "queue_bytes": link.queue_bytes(self.tb.mtu)}
+                "queue_bytes": link.queue_bytes(self.topo.mtu)}
 
     def stats(self) -> list[dict[str, Any]]:
-        return [{} for _ in self.tb.links]
+        return [{} for _ in self.topo.links]
 
     def close(self) -> None:
         pass  # veth pairs go away with their namespaces

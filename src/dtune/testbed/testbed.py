@@ -18,7 +18,6 @@ watch pipe) even when the owning process is killed outright.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import secrets
 import shutil
@@ -33,7 +32,7 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed import netns
-from dtune.testbed.links import NetemLinks, TunLinks, client_addr, netem_available, server_addr
+from dtune.testbed.links import NetemLinks, Topology, TunLinks, client_addr, netem_available, server_addr
 from dtune.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
 
 BACKENDS = ("auto", "tun", "netem")
@@ -139,6 +138,12 @@ class Testbed:
         if not 0 <= index < len(self.links):
             raise DtuneError(f"testbed {self.id}: no link {index} (have {len(self.links)})")
 
+    def topology(self) -> Topology:
+        """The facts a link back-end is built from (links as they are now)."""
+        return Topology(run_id=self.id, client_ns=self.client_ns,
+                        server_ns=tuple(self.server_ns(i) for i in range(len(self.links))),
+                        links=tuple(self.links), mtu=self.mtu, seed=self.seed, detach=self.detach)
+
     @property
     def backend_name(self) -> str | None:
         return self._links_impl.name if self._links_impl else None
@@ -194,7 +199,8 @@ class Testbed:
         backend = self.backend
         if backend == "auto":
             backend = "netem" if netem_available(self.client_ns) else "tun"
-        self._links_impl = TunLinks(self) if backend == "tun" else NetemLinks(self)
+        topo = self.topology()
+        self._links_impl = TunLinks(topo) if backend == "tun" else NetemLinks(topo)
         self._links_impl.setup()
         assert self._state is not None
         self._state.backend = backend
@@ -219,7 +225,7 @@ class Testbed:
         if self.detach and self._links_impl is not None and self._state and self._state.owner_pid != os.getpid():
             return  # a detached run lives on; `dtune testbed down` removes it
         for proc in self._procs:
-            _kill_group(proc)
+            netns.stop_process(proc, 2.0, group=True)
         if self._links_impl is not None:
             self._links_impl.close()
         netns.destroy_run(self.id)
@@ -310,18 +316,3 @@ def _check_congestion_control(name: str) -> None:
 def _sigterm_to_exit(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
-
-def _kill_group(proc: subprocess.Popen[Any], grace: float = 2.0) -> None:
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue

@@ -1,0 +1,96 @@
+"""What a connection and the server know of each other, and the counters they share.
+
+``HttpConnection`` (``protocol.py``) is written against ``ServerContext``:
+the few values and calls it needs from the server that accepted it. The
+server (``FileServer`` in ``app.py``) satisfies it and holds its connections
+as ``Connection``: the two calls its sweeper and its stop make. Neither
+module imports the other's class, so a connection can be driven by any
+object with these members (a test double, another listener).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Protocol
+
+from dtune.server.config import ServerConfig
+from dtune.server.paths import Root
+
+
+class Stats:
+    """Counters since start, served at ``/.well-known/dtune/stats`` (which does not count itself).
+
+    requests     answered requests
+    bytes_sent   body bytes of file answers (200 and 206), as written to sockets
+    connections  accepted connections, including those turned away with 503
+    responses    answers per status code
+    """
+
+    __slots__ = ("requests", "bytes_sent", "connections", "responses", "rejected", "internal_errors")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes_sent = 0
+        self.connections = 0
+        self.responses: dict[int, int] = {}
+        self.rejected = 0
+        self.internal_errors = 0
+
+    def __repr__(self) -> str:
+        return f"<Stats {self.requests} requests, {self.bytes_sent} bytes, {self.connections} connections>"
+
+    def snapshot(self, open_connections: int) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "bytes_sent": self.bytes_sent,
+            "connections": self.connections,
+            "responses": {str(k): v for k, v in sorted(self.responses.items())},
+            "open_connections": open_connections,
+            "rejected_connections": self.rejected,
+        }
+
+
+class Connection(Protocol):
+    """What the server asks of a connection it registered."""
+
+    def check_deadline(self, now: float) -> None:
+        """Close the connection if its current phase has lasted too long (``now`` is ``loop.time()``)."""
+
+    def shutdown(self) -> None:
+        """Drop the connection at server stop."""
+
+
+class ServerContext(Protocol):
+    """What a connection asks of the server that accepted it."""
+
+    config: ServerConfig
+    loop: asyncio.AbstractEventLoop
+    stats: Stats
+    root: Root
+
+    def connection_opened(self, conn: Connection) -> bool:
+        """Register a connection; False means the server is full and the connection answers 503."""
+
+    def connection_closed(self, conn: Connection) -> None:
+        """Forget a connection (its transport is gone)."""
+
+    def log_access(self, peer: str, method: bytes, target: bytes, status: int) -> None:
+        """Record one access-log line."""
+
+    def flush_log(self) -> None:
+        """Write the recorded access-log lines."""
+
+    def internal_error(self, what: str, exc: BaseException) -> None:
+        """Report a server bug or OS failure; the server carries on."""
+
+    def common_fields(self) -> str:
+        """The ``Server`` and ``Date`` header lines, CRLF-terminated."""
+
+    def stats_json(self) -> bytes:
+        """The body of the stats answer."""
+
+    def manifest(self, directory: str, base: str) -> bytes:
+        """The manifest body of ``directory`` (a real path); runs in a worker thread."""
+
+    def listing(self, directory: str, base: str, is_root: bool) -> bytes:
+        """The HTML listing body of ``directory`` (a real path); runs in a worker thread."""
