@@ -1,12 +1,14 @@
-"""Servers for tests, all on 127.0.0.1 and a free port: a scriptable fake, real nginx, dtune serve.
+"""Servers for tests: a scriptable fake (in memory or on 127.0.0.1), real nginx, dtune serve.
 
 ``FakeServer`` serves an in-memory ``{path: bytes}`` dict with correct
 single-range support (206 / 416), keep-alive and pipelining (requests are
 read one after the other from the connection's buffer, so a client may send
 many before the first answer), HEAD, and an nginx ``autoindex_format json``
-listing for every directory path ending in ``/``. It runs its own asyncio
-loop in a daemon thread, so an engine under test (in-process, any loop) and
-a ``dtune`` subprocess can both use it.
+listing for every directory path ending in ``/``. Given a
+``dtune.http.memory.MemoryNetwork`` it serves in memory on the engine's own
+loop (``server.connect`` is then the engine's ``connect``: no socket at all);
+otherwise it runs its own asyncio loop in a daemon thread on a free port, so
+that an engine under test and a ``dtune`` subprocess can both use it.
 
 Each path can be told to misbehave with a ``Rule`` (see its fields), for
 ``times`` requests or for ever. Connection-wide misbehaviour is set on the
@@ -45,11 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+from dtune.http.memory import MemoryNetwork
+
 MTIME = "Mon, 01 Jan 2024 00:00:00 GMT"
 REASONS = {200: "OK", 206: "Partial Content", 301: "Moved Permanently", 302: "Found",
            307: "Temporary Redirect", 404: "Not Found", 416: "Range Not Satisfiable",
            429: "Too Many Requests", 500: "Internal Server Error", 503: "Service Unavailable"}
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_HOSTS = itertools.count(1)
 
 
 @dataclass
@@ -125,7 +130,10 @@ class FakeServer:
     """Serve ``files`` on http://127.0.0.1:PORT/ until ``stop()``; see the module docstring."""
 
     def __init__(self, files: dict[str, bytes] | None = None, *, close_after: int | None = None,
-                 announce_close: bool = False, rate: int | None = None) -> None:
+                 announce_close: bool = False, rate: int | None = None,
+                 network: MemoryNetwork | None = None) -> None:
+        self.network = network                  # serve in memory on the engine's loop, not on a socket
+        self.host = f"fake{next(_HOSTS)}.test" if network is not None else "127.0.0.1"
         self.files: dict[str, bytes] = dict(files or {})
         self.rules: dict[str, Rule] = {}
         self.close_after = close_after          # responses per connection, then close
@@ -143,6 +151,10 @@ class FakeServer:
 
     # ---- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeServer:
+        if self.network is not None:
+            self.port = 80
+            self.network.listen(self.host, self.port, self._connection)
+            return self
         self._thread = threading.Thread(target=self._run, name="fakeserver", daemon=True)
         self._thread.start()
         if not self._ready.wait(10) or self._error is not None:
@@ -150,6 +162,10 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving; in memory, open connections are reset (a server that died)."""
+        if self.network is not None:
+            self.network.unlisten(self.host, self.port)
+            return
         if self._loop is not None and self._stop is not None and self._thread is not None:
             with contextlib.suppress(RuntimeError):  # loop already closed
                 self._loop.call_soon_threadsafe(self._stop.set)
@@ -184,7 +200,11 @@ class FakeServer:
     # ---- what tests read -----------------------------------------------------------------
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}" if self.network is not None else f"http://127.0.0.1:{self.port}"
+
+    @property
+    def connect(self):  # noqa: ANN201 (the Engine's ``connect``: in memory, or None for sockets)
+        return self.network.connect if self.network is not None else None
 
     def url(self, path: str) -> str:
         return self.base + quote(path)
@@ -504,7 +524,11 @@ class Nginx:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}" if self.network is not None else f"http://127.0.0.1:{self.port}"
+
+    @property
+    def connect(self):  # noqa: ANN201 (the Engine's ``connect``: in memory, or None for sockets)
+        return self.network.connect if self.network is not None else None
 
     @property
     def access_log(self) -> Path:
@@ -597,7 +621,11 @@ class DtuneServe:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}" if self.network is not None else f"http://127.0.0.1:{self.port}"
+
+    @property
+    def connect(self):  # noqa: ANN201 (the Engine's ``connect``: in memory, or None for sockets)
+        return self.network.connect if self.network is not None else None
 
     def start(self) -> DtuneServe:
         self.proc = subprocess.Popen([sys.executable, "-m", "dtune", "serve", str(self.root), "--port", "0",

@@ -24,6 +24,7 @@ from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult, core
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.engine.options import EngineOptions
+from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
 
@@ -42,7 +43,8 @@ def blob(n: int) -> bytes:
 
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
-    with FakeServer() as srv:
+    """The fake server in memory: the engine's connections reach it without a socket."""
+    with FakeServer(network=MemoryNetwork()) as srv:
         yield srv
 
 
@@ -77,7 +79,7 @@ def fetch(server: FakeServer, tmp_path: Path, specs: list[FileSpec], params: Par
 
     async def main() -> TransferResult:
         engine = Engine(specs, [out / s.relpath for s in specs], params, options=options,
-                        on_event=events.append)
+                        on_event=events.append, connect=server.connect)
         task = asyncio.create_task(engine.run())
         if during is not None:
             await during(engine)
@@ -181,7 +183,7 @@ def test_apply_grows_then_shrinks_cc_p_pp_mid_transfer_without_asking_any_byte_t
     files = {f"/live/{i}.bin": blob(3 * MIB + i * 1001) for i in range(3)}
     total = sum(len(d) for d in files.values())
     seen: dict[str, int] = {}
-    with FakeServer(files, rate=6 * MIB) as server:
+    with FakeServer(files, rate=6 * MIB, network=MemoryNetwork()) as server:
         async def during(engine: Engine) -> None:
             await wait_for_bytes(engine, 512 * KIB)
             seen["lanes_before"] = live_lanes(engine)
@@ -523,7 +525,7 @@ def test_chunked_bodies_arrive_exact(server: FakeServer, tmp_path: Path, size: i
 
 
 def test_an_unreachable_server_fails_its_files_after_retries(tmp_path: Path) -> None:
-    with FakeServer({"/gone": b"x"}) as server:
+    with FakeServer({"/gone": b"x"}, network=MemoryNetwork()) as server:
         url = server.url("/gone")
     run = fetch(server, tmp_path, [FileSpec(url, "gone", 1)], options=ONE_RETRY)  # the server is stopped now
     assert run.status("gone") == "failed"

@@ -14,6 +14,7 @@ from fakeserver import FakeServer, spans_overlap
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
+from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
 from dtune.tuners.mdtp import LaneClimber, MdtpConstants, MdtpSizer, StaticChunks, geometric_mean
@@ -149,7 +150,7 @@ def test_static_chunks_are_equal():
     assert chunks.size(0, 300, 0.0) == 300
 
 
-# ---- the engine on real sockets ------------------------------------------------------------------
+# ---- the engine, its replicas in memory -----------------------------------------------------------
 DATA = random.Random(7).randbytes(6 * MIB + 12345)
 
 
@@ -161,7 +162,8 @@ def _run(servers: list[FakeServer], tmp_path: Path, policy, during=None):
 
     async def main():
         params = Params(cc=1, p=len(servers), pp=2).spread([1] * len(servers))
-        engine = Engine([spec], [out / "f.bin"], params, options=FAST, on_event=events.append)
+        engine = Engine([spec], [out / "f.bin"], params, options=FAST, on_event=events.append,
+                        connect=servers[0].connect)
         engine.range_policy = policy
         task = asyncio.create_task(engine.run())
         if during is not None:
@@ -177,7 +179,8 @@ def _served(server: FakeServer) -> list[tuple[int, int]]:
 
 def test_every_replica_serves_bytes_in_proportion_and_no_byte_is_fetched_twice(tmp_path: Path):
     rates = [4 * MIB, 2 * MIB, 1 * MIB]
-    servers = [FakeServer({"/f.bin": DATA}, rate=r).start() for r in rates]
+    net = MemoryNetwork()
+    servers = [FakeServer({"/f.bin": DATA}, rate=r, network=net).start() for r in rates]
     try:
         result, out, _ = _run(servers, tmp_path, MdtpSizer(SMALL_K))
     finally:
@@ -195,14 +198,16 @@ def test_every_replica_serves_bytes_in_proportion_and_no_byte_is_fetched_twice(t
 
 def test_a_slow_replica_keeps_a_short_pipeline_of_whole_files(tmp_path: Path):
     files = {f"/s{i:02d}.bin": random.Random(i).randbytes(200 * KIB) for i in range(40)}
-    servers = [FakeServer(files, rate=r).start() for r in (4 * MIB, 256 * KIB)]
+    net = MemoryNetwork()
+    servers = [FakeServer(files, rate=r, network=net).start() for r in (4 * MIB, 256 * KIB)]
     specs = [FileSpec(url=servers[0].url(p), relpath=p.lstrip("/"), size=len(d),
                       mirrors=[servers[1].url(p)]) for p, d in files.items()]
     out = tmp_path / "out"
 
     async def main():
         params = Params(cc=2, p=2, pp=8).spread([1, 1])
-        engine = Engine(specs, [out / s.relpath for s in specs], params, options=FAST)
+        engine = Engine(specs, [out / s.relpath for s in specs], params, options=FAST,
+                        connect=servers[0].connect)
         engine.range_policy = MdtpSizer(SMALL_K)
         return await asyncio.wait_for(engine.run(), 60)
 
@@ -219,12 +224,13 @@ def test_a_slow_replica_keeps_a_short_pipeline_of_whole_files(tmp_path: Path):
 
 
 def test_a_replica_that_dies_mid_transfer_leaves_an_exact_file(tmp_path: Path):
-    servers = [FakeServer({"/f.bin": DATA}, rate=r).start() for r in (2 * MIB, 2 * MIB, 2 * MIB)]
+    net = MemoryNetwork()
+    servers = [FakeServer({"/f.bin": DATA}, rate=r, network=net).start() for r in (2 * MIB, 2 * MIB, 2 * MIB)]
 
     async def kill_first_at_a_third(engine: Engine) -> None:
         while engine.acct is None or engine.snapshot().bytes < len(DATA) // 3:
             await asyncio.sleep(0.02)
-        await asyncio.to_thread(servers[0].stop)
+        servers[0].stop()
 
     try:
         result, out, events = _run(servers, tmp_path, MdtpSizer(SMALL_K), kill_first_at_a_third)

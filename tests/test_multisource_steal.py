@@ -1,5 +1,5 @@
-"""Multi-source endgame (``Engine._steal``) on real sockets: an idle lane of a fast replica cuts
-the range a slow replica would finish last and fetches its tail itself.
+"""Multi-source endgame (``Scheduler.steal``), replicas in memory: an idle lane of a fast replica
+cuts the range a slow replica would finish last and fetches its tail itself.
 
 Two fake replicas serve one 4 MiB file, replica 0 at 8 MiB/s and replica 1 at 512 KiB/s (16×
 slower) per connection, one connection each. The sizer's probe is 1 MiB, so the slow replica
@@ -25,6 +25,7 @@ from fakeserver import FakeServer, spans_overlap
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult
 from dtune.engine.options import EngineOptions
+from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
 from dtune.tuners.mdtp import MdtpConstants, MdtpSizer, StaticChunks
@@ -50,8 +51,10 @@ class NoSteal(MdtpSizer):
 
 
 def _servers(slow_rate: int = SLOW_RATE) -> list[FakeServer]:
-    return [FakeServer({"/f.bin": DATA}, rate=FAST_RATE).start(),
-            FakeServer({"/f.bin": DATA}, rate=slow_rate).start()]
+    """The fast and the slow replica, in memory on the engine's loop."""
+    net = MemoryNetwork()
+    return [FakeServer({"/f.bin": DATA}, rate=FAST_RATE, network=net).start(),
+            FakeServer({"/f.bin": DATA}, rate=slow_rate, network=net).start()]
 
 
 @contextlib.contextmanager
@@ -78,7 +81,8 @@ def _run(servers: list[FakeServer], tmp_path: Path, policy,
 
     async def main():
         params = Params(cc=1, p=len(servers), pp=2).spread([1] * len(servers))
-        engine = Engine([spec], [out / "f.bin"], params, options=OPTIONS, on_event=sink)
+        engine = Engine([spec], [out / "f.bin"], params, options=OPTIONS, on_event=sink,
+                        connect=servers[0].connect)
         engine.range_policy = policy
         return await asyncio.wait_for(engine.run(), 30)
 
@@ -102,7 +106,7 @@ def _written(result: TransferResult) -> int:
 
 def _slow_written(result: TransferResult, slow: FakeServer) -> int:
     assert result.snapshot is not None
-    return sum(v.bytes for name, v in result.snapshot.sources.items() if str(slow.port) in name)
+    return sum(v.bytes for name, v in result.snapshot.sources.items() if name == slow.base)
 
 
 def _clip_at_cuts(servers: list[FakeServer], steals: list[dict]) -> list[tuple[int, int]]:
@@ -220,8 +224,9 @@ class PausesAtServer(FakeServer):
 def test_a_cut_victim_that_gets_exactly_to_its_cut_ends_there(tmp_path: Path):
     # Every byte the victim owes is on disk once it reaches its cut; if its server then pauses,
     # the file must not wait for the stall timeout (here 6 s; 30 s by default) to be committed.
-    servers = [FakeServer({"/f.bin": DATA}, rate=FAST_RATE).start(),
-               PausesAtServer({"/f.bin": DATA}, rate=256 * KIB).start()]
+    net = MemoryNetwork()
+    servers = [FakeServer({"/f.bin": DATA}, rate=FAST_RATE, network=net).start(),
+               PausesAtServer({"/f.bin": DATA}, rate=256 * KIB, network=net).start()]
     slow = servers[SLOW]
     steals: list[dict] = []
 
@@ -237,6 +242,7 @@ def test_a_cut_victim_that_gets_exactly_to_its_cut_ends_there(tmp_path: Path):
     async def main():
         params = Params(cc=1, p=2, pp=2).spread([1, 1])
         engine = Engine([spec], [out / "f.bin"], params, options=replace(OPTIONS, stall_timeout=6.0),
+                        connect=net.connect,
                         on_event=pause_slow_at_the_cut)
         engine.range_policy = MdtpSizer(STEAL_K, rtt={FAST: 0.3})
         task = asyncio.create_task(engine.run())
