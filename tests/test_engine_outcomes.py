@@ -1,0 +1,137 @@
+"""The outcome table on plain data: a failed request → settle | requeue | pause | retry after d | fail.
+
+Each case flips one fact of a ``Failure`` and checks the one action it must
+lead to; the clock and the backoff jitter are numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dtune.engine.options import EngineOptions
+from dtune.engine.outcomes import (
+    FailFile,
+    Failure,
+    ReplicaHealth,
+    Requeue,
+    RestartFile,
+    Retry,
+    Settle,
+    after_change,
+    after_failure,
+    backoff,
+    status_error,
+)
+from dtune.errors import DiskError, HTTPError, ProtocolError
+
+OPTS = EngineOptions(retries=3, backoff_base=0.5, backoff_max=30.0, retry_after_max=300.0,
+                     replica_failures=3, replica_pause=5.0, replica_pause_max=60.0, max_restarts=3)
+RETRYABLE = HTTPError("bytes 0-9 of a.bin: server answered 503", status=503)
+
+
+@pytest.mark.parametrize(("fail", "want"), [
+    (Failure(RETRYABLE, superseded=True), Settle()),
+    (Failure(RETRYABLE, active=False), None),
+    (Failure(RETRYABLE, complete=True), Settle()),
+    (Failure(DiskError("out/a.bin.dtune-part: no space left on device")),
+     FailFile("out/a.bin.dtune-part: no space left on device")),
+    (Failure(HTTPError("a.bin: server answered 404", status=404, retryable=False)),
+     FailFile("a.bin: server answered 404")),
+    (Failure(RETRYABLE, innocent=True), Requeue()),
+    (Failure(RETRYABLE), Retry(0.5, 1)),
+    (Failure(RETRYABLE, failures=2), Retry(2.0, 3)),
+    (Failure(RETRYABLE, failures=3), FailFile(f"{RETRYABLE} (gave up after 3 retries)", penalised=True)),
+    (Failure(RETRYABLE, failures=3, gained=True), Retry(0.5, 1)),   # progress resets the count
+    (Failure(ProtocolError("a.bin: bad framing")), Retry(0.5, 1)),
+], ids=["superseded", "inactive", "complete", "disk", "404", "innocent", "first", "third", "gave-up",
+        "gained", "protocol"])
+def test_one_fact_decides_one_action(fail: Failure, want: object) -> None:
+    assert after_failure(fail, OPTS) == want
+
+
+def test_superseded_wins_over_a_permanent_error_and_inactive_over_everything_else() -> None:
+    disk = DiskError("x: read-only file system")
+    assert after_failure(Failure(disk, superseded=True), OPTS) == Settle()
+    assert after_failure(Failure(disk, active=False), OPTS) is None
+
+
+def test_retry_after_is_honoured_and_capped() -> None:
+    err = HTTPError("a.bin: server answered 429", status=429, retry_after=7.0)
+    assert after_failure(Failure(err), OPTS) == Retry(7.0, 1)
+    err = HTTPError("a.bin: server answered 429", status=429, retry_after=3600.0)
+    assert after_failure(Failure(err), OPTS) == Retry(300.0, 1)
+
+
+@pytest.mark.parametrize(("failures", "jitter", "want"), [
+    (1, 1.0, 0.5), (2, 1.0, 1.0), (4, 1.0, 4.0), (10, 1.0, 30.0), (1, 0.75, 0.375), (10, 1.25, 37.5),
+])
+def test_backoff_doubles_up_to_its_cap_then_jitters(failures: int, jitter: float, want: float) -> None:
+    assert backoff(failures, None, OPTS, jitter) == pytest.approx(want)
+
+
+# ---- replicas ---------------------------------------------------------------------------------------
+def test_a_failing_replica_costs_the_file_nothing_while_another_serves_and_pauses_after_three() -> None:
+    health = ReplicaHealth(3, OPTS)
+    fail = Failure(RETRYABLE, replica=1)
+    got = [after_failure(fail, OPTS, health=health, now=100.0) for _ in range(3)]
+    assert got == [Requeue(None, penalised=True), Requeue(None, penalised=True),
+                   Requeue(5.0, penalised=True)]
+    assert health.paused_until == {1: 105.0}
+
+
+def test_pauses_double_and_are_capped() -> None:
+    health = ReplicaHealth(2, OPTS)
+    pauses = []
+    for _ in range(6):
+        for _ in range(OPTS.replica_failures - 1):
+            assert health.failed(0, 0.0) is None
+        pauses.append(health.failed(0, 0.0))
+    assert pauses == [5.0, 10.0, 20.0, 40.0, 60.0, 60.0]
+
+
+def test_a_success_resets_a_replicas_count() -> None:
+    health = ReplicaHealth(2, OPTS)
+    health.failed(0, 0.0)
+    health.failed(0, 0.0)
+    health.ok(0)
+    assert health.failed(0, 0.0) is None
+
+
+def test_with_every_other_replica_paused_the_failure_counts_against_the_file() -> None:
+    health = ReplicaHealth(2, OPTS)
+    health.paused_until[0] = 50.0
+    assert after_failure(Failure(RETRYABLE, replica=1), OPTS, health=health, now=10.0) == Retry(0.5, 1)
+    assert after_failure(Failure(RETRYABLE, replica=1), OPTS, health=health, now=60.0) == \
+        Requeue(None, penalised=True)   # replica 0 is back
+
+
+def test_the_pause_that_starts_while_no_other_replica_serves_travels_with_the_retry() -> None:
+    health = ReplicaHealth(2, replace(OPTS, replica_failures=1))
+    health.paused_until[0] = 50.0
+    assert after_failure(Failure(RETRYABLE, replica=1), OPTS, health=health, now=10.0) == Retry(0.5, 1, 5.0)
+
+
+# ---- changed files and statuses ------------------------------------------------------------------
+def test_a_file_that_keeps_changing_restarts_three_times_then_fails() -> None:
+    why = "a.bin: changed on the server during the transfer"
+    assert [after_change(n, why, OPTS) for n in (1, 2, 3)] == [RestartFile(why)] * 3
+    assert after_change(4, why, OPTS) == FailFile(f"{why}; it keeps changing (4 versions seen)")
+
+
+@pytest.mark.parametrize(("status", "retryable", "text"), [
+    (408, True, "bytes 0-9 of a.bin: server answered 408"),
+    (429, True, "bytes 0-9 of a.bin: server answered 429"),
+    (500, True, "bytes 0-9 of a.bin: server answered 500"),
+    (503, True, "bytes 0-9 of a.bin: server answered 503"),
+    (599, True, "bytes 0-9 of a.bin: server answered 599"),
+    (404, False, "a.bin: server answered 404"),
+    (403, False, "a.bin: server answered 403"),
+    (416, False, "bytes 0-9 of a.bin: server answered 416 (range not satisfiable; the file is shorter "
+                 "than 10 bytes?)"),
+])
+def test_statuses_without_data_are_retryable_or_permanent(status: int, retryable: bool, text: str) -> None:
+    err = status_error(status, what="bytes 0-9 of a.bin", relpath="a.bin", size=10, retry_after=2.0)
+    assert (err.status, err.retryable, str(err)) == (status, retryable, text)
+    assert err.retry_after == (2.0 if retryable else None)

@@ -1,0 +1,308 @@
+"""The scheduler on plain objects: which piece a lane gets, admission, reshaping, the endgame cut.
+
+No event loop, no socket, no disk: partitions, groups, lanes and file states
+are built by hand, the clock is a number, and a stub stands for the range
+policy and for a lane's connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from dtune.accounting import Meter
+from dtune.dataset import FileSpec
+from dtune.engine.files import FileState
+from dtune.engine.options import EngineOptions
+from dtune.engine.ranges import RangeSet
+from dtune.engine.request import RangeJob
+from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release
+from dtune.engine.state import Lane, Partition
+from dtune.params import Params
+
+KIB = 1024
+MIB = 1024 * KIB
+OPTS = EngineOptions(split_threshold=256 * KIB, min_range=64 * KIB, max_range=512 * KIB,
+                     first_range=64 * KIB, steal_min=64 * KIB)
+
+
+def file_state(i: int, size: int | None, *, mirrors: int = 0, part: str = "all") -> FileState:
+    spec = FileSpec(url=f"http://a.test/f{i}", relpath=f"f{i}", size=size,
+                    mirrors=[f"http://m{r}.test/f{i}" for r in range(1, mirrors + 1)])
+    f = FileState(i, spec, Path(f"/nonexistent/f{i}"), part)
+    f.plan()
+    return f
+
+
+def setup(params: Params, files: list[FileState], *, policy: object = None,
+          options: EngineOptions = OPTS) -> tuple[Scheduler, Partition]:
+    part = Partition("all", params)
+    part.files = list(files)
+    part.queue.extend(files)
+    replicas = max((len(f.sources) for f in files), default=1)
+    sched = Scheduler(options, policy=policy, replicas=replicas)
+    shape = sched.reshape(part)
+    ids = iter(range(1000))
+    for group, replica in shape.start:
+        group.lanes.append(Lane(next(ids), group, Meter("", "all"), replica))
+    return sched, part
+
+
+def lanes(part: Partition) -> list[Lane]:
+    return [lane for g in part.groups for lane in g.lanes]
+
+
+class Policy:
+    """A range policy with fixed per-connection rates (bytes/s) per replica."""
+
+    def __init__(self, rates: dict[int, float], *, size: int | None = None, rtt: float = 0.01,
+                 refuse: set[int] = frozenset()) -> None:
+        self.rates, self._size, self.rtt, self.refuse = rates, size, rtt, refuse
+
+    def size(self, replica, unassigned, now):
+        return None if self._size is None else min(self._size, unassigned)
+
+    def observe(self, *a): pass
+    def forget(self, replica): pass
+
+    def share(self, replica):
+        return self.rates.get(replica, 0.0) / max(self.rates.values())
+
+    def rate(self, replica):
+        return self.rates.get(replica)
+
+    def rtt_of(self, replica):
+        return self.rtt
+
+    def admits(self, replica, nbytes, remaining, lanes):
+        return replica not in self.refuse
+
+
+class Conn:
+    """A lane's connection as the endgame sees it: usable, and the response being read."""
+
+    def __init__(self, current: RangeJob | None = None) -> None:
+        self.current, self.usable = current, True
+
+
+# ---- the next piece ---------------------------------------------------------------------------------
+def test_a_small_file_goes_whole_in_one_request_and_counts_on_the_lane():
+    f = file_state(0, 100 * KIB)
+    sched, part = setup(Params(1, 1, 1), [f])
+    lane = lanes(part)[0]
+    piece = sched.next(lane, now=0.0)
+    assert piece == Piece(f, 0, 100 * KIB, ranged=False)
+    assert (f.status, f.group, f.in_flight, f.lanes, lane.outstanding) == ("active", lane.group, 1, {lane.id: 1}, 1)
+    assert not f.unassigned and sched.next(lane, now=0.0) is None   # nothing left anywhere
+
+
+def test_a_large_file_is_cut_into_tapering_ranges_that_cover_it_once():
+    f = file_state(0, 3 * MIB)
+    sched, part = setup(Params(1, 2, 2), [f])
+    got = []
+    while (piece := sched.next(lanes(part)[len(got) % 2], now=0.0)) is not None:
+        assert piece.ranged and piece.file is f
+        got.append((piece.start, piece.end))
+    assert RangeSet(got) == RangeSet([(0, 3 * MIB)]) and sum(e - s for s, e in got) == 3 * MIB
+    sizes = [e - s for s, e in got]
+    assert sizes[0] == 384 * KIB        # 3 MiB / (2 · p · pp) = 3 MiB / 8, within [min_range, max_range]
+    body = sizes[:-1]                   # (the last one takes what is left rather than leave a crumb)
+    assert body == sorted(body, reverse=True) and min(sizes) >= OPTS.min_range // 2
+
+
+def test_a_file_with_p_lanes_on_it_sends_a_third_lane_to_the_next_queued_file():
+    a, b = file_state(0, 3 * MIB), file_state(1, 3 * MIB)
+    sched, part = setup(Params(1, 2, 1), [a, b])    # one group, p = 2 … and a third lane by hand
+    group = part.groups[0]
+    extra = Lane(99, group, Meter("", "all"))
+    group.lanes.append(extra)
+    first, second = (sched.next(lane, 0.0) for lane in group.lanes[:2])
+    assert first.file is a and second.file is a
+    assert sched.next(extra, 0.0).file is b           # a has p lanes: the group takes b
+
+
+def test_a_file_of_unknown_size_gets_one_probe_and_no_second_request_until_it_answers():
+    f = file_state(0, None)
+    sched, part = setup(Params(1, 2, 2), [f])
+    one, two = lanes(part)
+    assert sched.next(one, 0.0) == Piece(f, 0, OPTS.first_range, ranged=True) and f.probing
+    assert sched.next(two, 0.0) is None
+
+
+def test_a_file_waiting_out_a_backoff_is_skipped_until_its_time():
+    f = file_state(0, 100 * KIB)
+    sched, part = setup(Params(1, 1, 1), [f])
+    f.not_before = 5.0
+    lane = lanes(part)[0]
+    assert sched.next(lane, now=4.9) is None
+    assert sched.next(lane, now=5.0).file is f
+
+
+def test_a_paused_replica_takes_no_work():
+    f = file_state(0, 100 * KIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 1).spread([1, 1]), [f], policy=Policy({0: 1.0, 1: 1.0}))
+    primary, mirror = sorted(lanes(part), key=lambda lane: lane.replica)
+    sched.paused[1] = 10.0
+    assert sched.next(mirror, now=9.0) is None
+    assert sched.next(primary, now=9.0).file is f
+
+
+def test_a_server_that_ignores_range_gets_one_whole_file_stream_and_nothing_more():
+    f = file_state(0, 3 * MIB)
+    f.single_stream = True
+    sched, part = setup(Params(1, 2, 2), [f])
+    one, two = lanes(part)
+    piece = sched.next(one, 0.0)
+    assert piece == Piece(f, 0, 3 * MIB, ranged=False, whole_stream=True)
+    f.full_job = object()          # what the engine does with a whole-stream piece
+    assert sched.next(two, 0.0) is None
+
+
+# ---- multi-source: admission and pipelines ------------------------------------------------------
+def test_a_replica_the_policy_refuses_leaves_the_file_queued_for_another():
+    f = file_state(0, 100 * KIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 1).spread([1, 1]), [f], policy=Policy({0: 1.0, 1: 1.0}, refuse={1}))
+    primary, mirror = sorted(lanes(part), key=lambda lane: lane.replica)
+    assert sched.next(mirror, 0.0) is None and list(part.queue) == [f]
+    assert sched.next(primary, 0.0).file is f
+
+
+@pytest.mark.parametrize(("rates", "replica", "want"), [
+    ({0: 8.0, 1: 8.0}, 1, 8),      # as fast as the fastest: full pp
+    ({0: 8.0, 1: 2.0}, 1, 2),      # a quarter of the fastest: a quarter of pp
+    ({0: 8.0, 1: 0.1}, 1, 1),      # never below one request
+])
+def test_a_slower_replica_keeps_a_proportionally_shorter_pipeline(rates, replica, want):
+    f = file_state(0, 100 * KIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 8).spread([1, 1]), [f], policy=Policy(rates))
+    lane = next(lane for lane in lanes(part) if lane.replica == replica)
+    assert sched.pipeline(lane) == want
+
+
+def test_one_source_keeps_the_full_pipeline_whatever_the_policy():
+    f = file_state(0, 100 * KIB)
+    sched, part = setup(Params(1, 1, 8), [f], policy=Policy({0: 1.0}))
+    assert sched.pipeline(lanes(part)[0]) == 8
+
+
+# ---- the endgame ------------------------------------------------------------------------------------
+def receiving(f: FileState, lane: Lane, start: int, end: int, pos: int, *, sent_at: float) -> RangeJob:
+    """A 206 response being read on ``lane``: bytes [start, pos) of [start, end) are in."""
+    job = RangeJob(f, lane, start, end, True, report=lambda *_: None, journal_every=MIB, small_body=MIB)
+    job.status, job.pos, job.t_sent = 206, pos, sent_at
+    lane.conn = Conn(job)
+    return job
+
+
+def endgame(rates: dict[int, float], rtt: float = 0.01):
+    f = file_state(0, 4 * MIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 2).spread([1, 1]), [f], policy=Policy(rates, rtt=rtt))
+    fast, slow = sorted(lanes(part), key=lambda lane: lane.replica)
+    f.status, f.group = "active", part.groups[0]
+    part.queue.clear()
+    f.unassigned = RangeSet()         # every byte handed out
+    fast.conn = Conn()
+    return sched, f, fast, slow
+
+
+def test_an_idle_fast_lane_cuts_a_slow_range_where_both_finish_together():
+    sched, f, fast, slow = endgame({0: 8 * MIB, 1: 256 * KIB})
+    victim = receiving(f, slow, 0, 4 * MIB, 256 * KIB, sent_at=0.0)      # 256 KiB in 1 s: v = 256 KiB/s
+    action = sched.next(fast, now=1.0)
+    assert isinstance(action, Cut) and action.victim is victim
+    v, t, o, left = 256 * KIB, 8 * MIB, 0.01, 4 * MIB - 256 * KIB
+    keep = action.at - victim.pos
+    assert keep == int(v * (o + left / t) / (1 + v / t))
+    assert keep / v == pytest.approx(o + (left - keep) / t, rel=1e-3)    # victim and thief end together
+    assert action.piece == Piece(f, action.at, 4 * MIB, ranged=True) and fast.outstanding == 1
+
+
+@pytest.mark.parametrize(("slow_rate", "why"), [
+    (5 * MIB, "the victim is more than half as fast as the thief"),
+])
+def test_no_cut_for_a_victim_that_is_not_much_slower(slow_rate, why):
+    sched, f, fast, slow = endgame({0: 8 * MIB, 1: slow_rate})
+    receiving(f, slow, 0, 4 * MIB, slow_rate, sent_at=0.0)
+    assert sched.next(fast, now=1.0) is None, why
+
+
+def test_no_cut_when_the_tail_is_below_the_least_worth_a_request():
+    sched, f, fast, slow = endgame({0: 8 * MIB, 1: 256 * KIB})
+    receiving(f, slow, 0, 4 * MIB, 4 * MIB - OPTS.steal_min, sent_at=0.0)
+    assert sched.next(fast, now=1.0) is None
+
+
+def test_with_one_source_the_endgame_does_nothing():
+    f = file_state(0, 4 * MIB)
+    sched, part = setup(Params(1, 2, 1), [f], policy=Policy({0: 1.0}))
+    one, two = lanes(part)
+    f.status, f.group, f.unassigned = "active", part.groups[0], RangeSet()
+    part.queue.clear()
+    receiving(f, two, 0, 4 * MIB, 1, sent_at=0.0)
+    assert sched.next(one, now=100.0) is None
+
+
+def test_an_idle_lane_first_helps_another_groups_file_before_cutting_anything():
+    a, b = file_state(0, 3 * MIB, mirrors=1), file_state(1, 3 * MIB, mirrors=1)
+    sched, part = setup(Params(2, 1, 1).spread([1]), [a, b], policy=Policy({0: 1.0, 1: 1.0}))
+    g0, g1 = part.groups
+    assert sched.next(g0.lanes[0], 0.0).file is a
+    assert sched.next(g1.lanes[0], 0.0).file is b
+    a.unassigned = RangeSet()       # group 0 has nothing left of its own, b still has bytes
+    helped = sched.next(g0.lanes[0], 0.0)
+    assert isinstance(helped, Piece) and helped.file is b
+
+
+# ---- reshaping --------------------------------------------------------------------------------------
+def test_reshape_adds_groups_and_lanes_per_replica_and_retires_the_surplus():
+    files = [file_state(i, 3 * MIB, mirrors=1) for i in range(4)]
+    sched, part = setup(Params(2, 3, 1).spread([2, 1]), files)
+    assert len(part.groups) == 2
+    assert sorted(lane.replica for lane in part.groups[0].lanes) == [0, 0, 1]
+    sched.next(part.groups[1].lanes[0], 0.0)          # group 1 takes a file
+    part.params = Params(1, 1, 1).spread([1, 0])
+    shape = sched.reshape(part)
+    assert shape.start == [] and part.groups[1].retiring and not part.groups[1].files
+    assert part.queue[0] is files[0]                  # its file went back to the front of the queue
+    live = [lane for lane in part.groups[0].lanes if not lane.retiring]
+    assert [lane.replica for lane in live] == [0]
+    assert set(shape.wake) == set(lanes(part))         # every lane is woken to see the change
+
+
+def test_reshape_to_more_lanes_asks_for_exactly_the_missing_ones():
+    f = file_state(0, 3 * MIB)
+    sched, part = setup(Params(1, 1, 1), [f])
+    part.params = Params(3, 2, 4)
+    shape = sched.reshape(part)
+    assert len(part.groups) == 3
+    assert sorted((g.id, r) for g, r in shape.start) == [(0, 0), (1, 0), (1, 0), (2, 0), (2, 0)]
+
+
+# ---- giving bytes back -------------------------------------------------------------------------------
+def test_bytes_given_back_never_include_bytes_already_on_disk():
+    f = file_state(0, 3 * MIB)
+    sched, part = setup(Params(1, 1, 1), [f])
+    lane = lanes(part)[0]
+    piece = sched.next(lane, 0.0)
+    job = RangeJob(f, lane, piece.start, piece.end, True, report=lambda *_: None, journal_every=MIB,
+                   small_body=MIB)
+    f.done.add(0, 100)                 # the request wrote 100 bytes, then failed
+    release(f, lane)
+    give_back(f, job, 0)
+    assert f.unassigned == RangeSet([(100, 3 * MIB)])    # [0, 100) is on disk: never handed out again
+    assert (f.in_flight, lane.outstanding) == (0, 0)
+
+
+def test_options_steal_ratio_is_what_decides_a_cut():
+    strict = replace(OPTS, steal_ratio=64.0)           # cut only victims 64× slower than the thief
+    f = file_state(0, 4 * MIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 2).spread([1, 1]), [f], policy=Policy({0: 8 * MIB, 1: 256 * KIB}),
+                        options=strict)
+    fast, slow = sorted(lanes(part), key=lambda lane: lane.replica)
+    f.status, f.group, f.unassigned = "active", part.groups[0], RangeSet()
+    part.queue.clear()
+    fast.conn = Conn()
+    receiving(f, slow, 0, 4 * MIB, 256 * KIB, sent_at=0.0)
+    assert sched.next(fast, now=1.0) is None          # 32× slower is not enough at ratio 64
