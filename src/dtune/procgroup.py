@@ -1,0 +1,47 @@
+"""Ending child processes that run in a session of their own, with everything they started.
+
+A child started with ``start_new_session=True`` leads a process group whose
+id is its pid; signalling the group reaches the grandchildren too (an
+``ip netns exec`` wrapper, a server's workers, a tool's helpers), which
+signalling the child alone would leave running.
+
+``kill_group(pid)`` is the instant form, for a timer or a ``finally`` that
+races with whoever reaps the child; ``stop_group(proc)`` is the polite one:
+SIGTERM, a grace period for a clean exit, then SIGKILL, reaping the child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from typing import Any
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group ``pid``; a group that is gone (or not ours) is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def stop_group(proc: subprocess.Popen[Any], *, grace: float = 5.0, kill_wait: float | None = 5.0) -> None:
+    """SIGTERM ``proc``'s group, wait up to ``grace`` s; then SIGKILL, wait up to ``kill_wait`` s (None: for ever).
+
+    Where the group cannot be signalled (gone, or the child is not a group
+    leader) the child itself gets the signal. Returns once the child is
+    reaped, or quietly when it outlives both waits.
+    """
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, kill_wait)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
