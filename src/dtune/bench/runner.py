@@ -56,6 +56,7 @@ from dtune.bench.servers import BenchServer, make_server
 from dtune.bench.urls import expected_paths, extra_files
 from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
+from dtune.procgroup import kill_group
 from dtune.testbed import Testbed
 from dtune.testbed.datasets import multiply_small, plan_dataset, write_plan
 from dtune.testbed.netns import pid_alive, proc_start_time
@@ -267,11 +268,6 @@ class ClientResult:
     timed_out: bool = False
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float,
                env: dict[str, str] | None = None) -> ClientResult:
     """Run ``argv`` in the client namespace; wall and CPU seconds from ``os.wait4``.
@@ -288,7 +284,7 @@ def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, 
 
         def expire() -> None:
             timed_out.set()
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
 
         timer = threading.Timer(timeout, expire)
         timer.daemon = True
@@ -300,7 +296,7 @@ def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, 
             reaped = True
         finally:
             timer.cancel()
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             if not reaped:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(proc.pid, 0)
