@@ -85,7 +85,7 @@ from typing import Any
 from dtune.bench.config import DatasetSpec
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
-from dtune.testbed.scenario import read_toml
+from dtune.tomlfile import read_toml, table, tables
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
 SAMPLES = ("random", "grid")
@@ -145,15 +145,6 @@ class RunSpec:
 
 # -- the scenario file -------------------------------------------------------------------
 
-def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DtuneError(f"{where}: must be a table")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    return value
-
-
 def _number(where: str, key: str, value: Any, *, integer: bool = False, least: float = 0.0) -> Any:
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok or value < least:
@@ -162,17 +153,11 @@ def _number(where: str, key: str, value: Any, *, integer: bool = False, least: f
     return value
 
 
-def _tables(where: str, value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise DtuneError(f"{where}: needs at least one table")
-    return value
-
-
 def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig:
     """A ``SweepConfig`` from parsed TOML (see the module docstring); DtuneError names the bad key."""
-    raw = _table(f"sweep {name}: [sweep]", data.get("sweep", {}), _SWEEP_KEYS)
+    raw = table(f"sweep {name}: [sweep]", data.get("sweep", {}), _SWEEP_KEYS)
     where = f"sweep {name}: [sweep]"
-    theta_raw = _table(f"sweep {name}: [sweep.theta]", raw.get("theta", {}), set(THETA_KEYS))
+    theta_raw = table(f"sweep {name}: [sweep.theta]", raw.get("theta", {}), set(THETA_KEYS))
     theta: dict[str, tuple[int, ...]] = {}
     for key in THETA_KEYS:
         values = theta_raw.get(key, [])
@@ -188,9 +173,9 @@ def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig
     if sample not in SAMPLES:
         raise DtuneError(f"{where}: sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
     profiles = []
-    for i, p in enumerate(_tables(f"sweep {name}: [[profile]]", data.get("profile"))):
+    for i, p in enumerate(tables(f"sweep {name}: [[profile]]", data.get("profile"), required=True)):
         w = f"sweep {name}: profile {i + 1}"
-        p = _table(w, p, _PROFILE_KEYS)
+        p = table(w, p, _PROFILE_KEYS)
         if not isinstance(p.get("name"), str) or not p["name"].strip():
             raise DtuneError(f"{w}: name must be a non-empty string")
         profiles.append(SweepProfile(
@@ -200,9 +185,9 @@ def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig
             queue_kb=None if p.get("queue_kb") is None else float(_number(w, "queue_kb", p["queue_kb"], least=1)),
             loss=float(_number(w, "loss", p.get("loss", 0.0)))))
     datasets = []
-    for i, d in enumerate(_tables(f"sweep {name}: [[dataset]]", data.get("dataset"))):
+    for i, d in enumerate(tables(f"sweep {name}: [[dataset]]", data.get("dataset"), required=True)):
         w = f"sweep {name}: dataset {i + 1}"
-        d = _table(w, d, _DATASET_KEYS)
+        d = table(w, d, _DATASET_KEYS)
         preset = d.get("preset")
         if preset not in PRESETS:
             raise DtuneError(f"{w}: unknown preset {preset!r} (have {', '.join(PRESETS)})")
