@@ -94,7 +94,7 @@ class Experiment:
 
 
 def load(path: Path) -> Experiment:
-    from dtune.history.sweep import sweep_from_dict
+    from dtune.bench.sweep import sweep_from_dict
     data = tomllib.loads(path.read_text())
     exp = data.get("experiment", {})
     # profiles and datasets have the sweep's format: parse them with its reader

@@ -267,14 +267,14 @@ says — and the per-second samples) to the history with origin = sweep. This is
 how the decision-tree model's training log is made; `dtune model build` learns
 from it. cpu_num pins the client to that many CPUs (taskset); cpu_freq is
 applied only where cpufreq exists. Testbeds, servers and datasets are removed
-afterwards. Scenario format: src/dtune/history/sweep.py, example
+afterwards. Scenario format: src/dtune/bench/sweep.py, example
 bench/scenarios/dtree-sweep.toml.
 """
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from dtune.history.sweep import load_sweep, plan_runs
-    from dtune.history.sweep import run_sweep as sweep
+    from dtune.bench.sweep import load_sweep, plan_runs
+    from dtune.bench.sweep import run_sweep as sweep
     if args.dry_run:
         cfg = load_sweep(args.scenario)
         plan = plan_runs(cfg, sample=args.sample, limit=args.limit, runs=args.runs)
