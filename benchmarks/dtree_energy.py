@@ -689,7 +689,7 @@ def write_docs(text: str, docs: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", default=str(ROOT / "bench/scenarios/dtree-energy.toml"))
+    ap.add_argument("--scenario", default=str(ROOT / "scenarios/dtree-energy.toml"))
     ap.add_argument("--model", default=str(ROOT / "src/dtune/data/model.json"), help="model file the dtree tuner reads")
     ap.add_argument("--runs", type=int, help="repetitions (default: the scenario's)")
     ap.add_argument("--out", help="results directory (default /tmp/dtune-dtree-energy-<time>)")

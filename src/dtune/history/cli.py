@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("sweep", parents=[common], help="measure θ on the emulated WAN, append rows (origin sweep)",
                         description=SWEEP_HELP, formatter_class=raw)
     p.add_argument("scenario", metavar="SCENARIO.toml",
-                   help="profiles, datasets and the θ grid (e.g. bench/scenarios/dtree-sweep.toml)")
+                   help="profiles, datasets and the θ grid (e.g. scenarios/dtree-sweep.toml)")
     p.add_argument("--runs", type=argtypes.positive, metavar="N", help="repetitions of every θ (default: the scenario's)")
     p.add_argument("--sample", choices=("random", "grid"), help="a random sample of the grid, or all of it")
     p.add_argument("--limit", type=argtypes.positive, metavar="N", help="at most N runs in all")
@@ -268,7 +268,7 @@ how the decision-tree model's training log is made; `dtune model build` learns
 from it. cpu_num pins the client to that many CPUs (taskset); cpu_freq is
 applied only where cpufreq exists. Testbeds, servers and datasets are removed
 afterwards. Scenario format: src/dtune/bench/sweep.py, example
-bench/scenarios/dtree-sweep.toml.
+scenarios/dtree-sweep.toml.
 """
 
 
