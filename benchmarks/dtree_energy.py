@@ -241,7 +241,7 @@ class Run:
 
 def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, exp: Experiment, work: Path,
             kind: str) -> Run:
-    from dtune.bench.runner import run_client
+    from dtune.bench.client import run_client
     from dtune.bench.urls import expected_paths
     from dtune.bench.verify import verify_output
     rundir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
