@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument("--history", metavar="URL",
                         help="database URL or SQLite file path (default: $DTUNE_HISTORY, else "
                              "the SQLite file under $XDG_DATA_HOME/dtune)")
-    cmds = h.add_subparsers(dest="history_command", metavar="ACTION", parser_class=type(h))
+    cmds = argtypes.actions(h, "history_command")
 
     p = cmds.add_parser("list", parents=[common], help="the newest transfers as a table",
                         description="The newest transfers, newest first: id, start time (UTC), "
@@ -92,13 +92,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=argtypes.positive, metavar="N", help="at most N runs in all")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs per profile and dataset) and stop")
     p.set_defaults(func=run_sweep)
-
-    h.set_defaults(func=lambda args: _usage(h))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _open(args: argparse.Namespace):
