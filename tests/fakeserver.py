@@ -528,36 +528,26 @@ class Nginx:
         self.stop()
 
 
-class DtuneServe:
-    """``dtune serve ROOT --port 0 --quiet`` as a child process (``dtune.serveproc.ServerProcess``)."""
+class DtuneServe(ServerProcess):
+    """``dtune serve ROOT --port 0 --quiet`` as a child process; ``Unavailable`` when it does not start."""
 
     def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+        super().__init__(str(root), env=env)
         self.root = Path(root)
-        self._server = ServerProcess(str(self.root), env=env)
-
-    @property
-    def port(self) -> int:
-        return self._server.port
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.origin
 
     def start(self) -> DtuneServe:
         try:
-            self._server.start()
+            super().start()
         except DtuneError as exc:
             raise Unavailable(str(exc)) from None
         return self
 
     def stop(self) -> None:
-        self._server.close()
-
-    def __enter__(self) -> DtuneServe:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
 
 def public_dir(prefix: str) -> Path:

@@ -67,7 +67,7 @@ class ServerProcess:
         self.cmd = [*prefix, *command, "serve", directory, "--host", host, "--port", str(port), "--quiet", *extra]
         self.timeout = timeout
         self.env = None if env is None else dict(env)
-        self.stderr = stderr
+        self.stderr_file = stderr
         self.grace = grace
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
@@ -77,13 +77,21 @@ class ServerProcess:
         return urlsplit(self.url).port or 0
 
     @property
+    def origin(self) -> str:
+        """``http://HOST:PORT`` of the running server ("" before it started)."""
+        return self.url.removesuffix("/")
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
 
     def start(self) -> ServerProcess:
         self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE if self.stderr is None else self.stderr,
+                                     stderr=subprocess.PIPE if self.stderr_file is None else self.stderr_file,
                                      env=self.env, start_new_session=True)
         assert self.proc.stdout is not None
         self.url = _read_banner(self.proc.stdout, self.proc, self.timeout)

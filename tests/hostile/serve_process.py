@@ -56,38 +56,28 @@ def make_box(token: str, public: bytes) -> tuple[Path, Path]:
     return box, root
 
 
-class Serve:
+class Serve(ServerProcess):
     """``with Serve(root, "--max-connections", "8") as srv: srv.port``."""
 
     def __init__(self, root: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.root = Path(root)
         self._stderr = tempfile.TemporaryFile()
         # 20 s to start and 10 s to stop: these servers run next to load and fuzz clients
-        self._server = ServerProcess(str(self.root), extra=extra, env=env, stderr=self._stderr,
-                                     timeout=20, grace=10)
-
-    @property
-    def port(self) -> int:
-        return self._server.port
+        super().__init__(str(root), extra=extra, env=env, stderr=self._stderr, timeout=20, grace=10)
+        self.root = Path(root)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        return self._server.pid
+        return self.origin
 
     def start(self) -> Serve:
         try:
-            self._server.start()
+            super().start()
         except DtuneError as exc:
             raise RuntimeError(f"{exc} {self.stderr()[-500:]}") from None
         return self
 
     def alive(self) -> bool:
-        proc = self._server.proc
-        return proc is not None and proc.poll() is None
+        return self.running()
 
     def stderr(self) -> str:
         self._stderr.seek(0)
@@ -106,13 +96,10 @@ class Serve:
         return self.status_kib("VmHWM")
 
     def stop(self) -> None:
-        self._server.close()
-
-    def __enter__(self) -> Serve:
-        return self.start()
+        self.close()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
         self._stderr.close()
 
 
