@@ -326,8 +326,7 @@ def build_times(log_csv: Path) -> list[dict]:
 def run_experiment(exp: Experiment, model: str, out: Path, *,
                    parts: tuple[str, ...] = ("main", "throttled", "answer"),
                    echo=print) -> dict:
-    from dtune.serveproc import ServerProcess
-    from dtune.testbed import Link, Testbed
+    from dtune.bench.sweep import profile_testbed
     from dtune.testbed.testbed import check_host
     check_host()
     missing = [t for t in exp.tools if t in PEERS and shutil.which(t) is None]
@@ -355,10 +354,7 @@ def run_experiment(exp: Experiment, model: str, out: Path, *,
         n = len(plan)
         i = 0
         for prof, rate in dict.fromkeys((p, r) for p, r, *_ in plan):
-            link = Link(rate_mbit=rate, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb, loss=prof.loss)
-            with Testbed.from_profile(servers=[link], client_rmem=prof.tcp_buffer, client_wmem=prof.tcp_buffer) as tb, \
-                    ServerProcess(str(data), host=tb.server_addr(0), port=exp.port,
-                                  prefix=tb.command("srv1", [])) as srv:
+            with profile_testbed(prof, data, port=exp.port, rate_mbit=rate) as (tb, srv):
                 echo(f"testbed {tb.id}: {prof.describe()}" + ("" if rate == prof.rate_mbit else
                                                               f", link throttled to {rate:g} Mbit/s"))
                 todo = [(rep, d, tool, kind) for (p, r, rep, d, tool, kind) in plan if p is prof and r == rate]

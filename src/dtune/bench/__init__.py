@@ -18,3 +18,9 @@ Rooms:
 - ``cli``      the ``bench`` sub-command
 - ``sweep``    ``dtune history sweep``: fixed θ on the testbed, rows appended to the history
 """
+
+from collections.abc import Callable
+
+# Where the benchmark and the sweep say what they are doing, one line at a time
+# (print, or a test's list.append).
+Echo = Callable[[str], None]

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dtune.bench import Echo
 from dtune.bench.client import last_error_line, reported_seconds, run_client
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
 from dtune.bench.during import ChangeWatcher
@@ -68,7 +69,6 @@ OWNER_FILE = "owner.json"
 OWNER_KIND = "dtune bench (WAN testbed)"
 
 T = TypeVar("T")
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,14 +77,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtune.bench import Echo
 from dtune.bench.config import DatasetSpec
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
+from dtune.testbed.scenario import DEFAULT_MTU, Link
 from dtune.tomlfile import read_toml, table, tables
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
@@ -93,8 +95,6 @@ DEFAULT_TIMEOUT_S = 90.0
 _SWEEP_KEYS = {"runs", "sample", "limit", "seed", "timeout_s", "port", "mtu", "theta"}
 _PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "tcp_buffer", "queue_kb", "loss"}
 _DATASET_KEYS = {"name", "preset", "scale", "seed", "files"}
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,28 @@ class SweepProfile:
 
     def describe(self) -> str:
         return f"{self.name}: {self.rate_mbit:g} Mbit/s, RTT {self.rtt_ms:g} ms, buffer {self.tcp_buffer} bytes"
+
+    def link(self, rate_mbit: float | None = None) -> Link:
+        """The profile's emulated link; ``rate_mbit`` runs it at another rate (same delay, queue, loss)."""
+        return Link(rate_mbit=self.rate_mbit if rate_mbit is None else rate_mbit, rtt_ms=self.rtt_ms,
+                    queue_kb=self.queue_kb, loss=self.loss)
+
+
+@contextlib.contextmanager
+def profile_testbed(profile: SweepProfile, root: Path, *, port: int, mtu: int = DEFAULT_MTU,
+                    rate_mbit: float | None = None) -> Iterator[tuple[Any, Any]]:
+    """``(testbed, server)``: one link shaped like ``profile`` and ``dtune serve root`` behind it (needs root).
+
+    The client's TCP buffers are capped at the profile's ``tcp_buffer``; the
+    server listens on ``port`` in the server namespace.
+    """
+    from dtune.serveproc import ServerProcess
+    from dtune.testbed import Testbed
+
+    with Testbed.from_profile(servers=[profile.link(rate_mbit)], client_rmem=profile.tcp_buffer,
+                              client_wmem=profile.tcp_buffer, mtu=mtu) as tb, \
+            ServerProcess(str(root), host=tb.server_addr(0), port=port, prefix=tb.command("srv1", [])) as srv:
+        yield tb, srv
 
 
 SweepDataset = DatasetSpec  # the same dataset description as the benchmark's [[dataset]]
@@ -349,8 +371,6 @@ class Sweep:
 
     def run(self) -> SweepReport:
         from dtune.history.store import open_store
-        from dtune.serveproc import ServerProcess
-        from dtune.testbed import Link, Testbed
 
         started = time.monotonic()
         allowed, freq_knobs = self._knobs()
@@ -365,12 +385,7 @@ class Sweep:
                 index = 0
                 for name, group in itertools.groupby(self.plan, key=lambda r: r.profile):
                     prof = profiles[name]
-                    link = Link(rate_mbit=prof.rate_mbit, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb,
-                                loss=prof.loss)
-                    with Testbed.from_profile(servers=[link], client_rmem=prof.tcp_buffer,
-                                              client_wmem=prof.tcp_buffer, mtu=self.cfg.mtu) as tb, \
-                            ServerProcess(str(data), host=tb.server_addr(0), port=self.cfg.port,
-                                          prefix=tb.command("srv1", [])) as srv:
+                    with profile_testbed(prof, data, port=self.cfg.port, mtu=self.cfg.mtu) as (tb, srv):
                         self.echo(f"sweep: testbed {tb.id} up: {prof.describe()}")
                         for spec in group:
                             index += 1
