@@ -541,6 +541,7 @@ def plot(data: dict, s: dict, outdir: Path) -> list[str]:
 def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
     m = data["meta"]
     med = s["medians"]
+    cells = [(p, d) for p in s["profiles"] for d in s["datasets"]]   # table rows: profile, then dataset
     model = m["model"]
     if model.startswith(str(ROOT) + os.sep):
         model = os.path.relpath(model, ROOT)
@@ -561,26 +562,24 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
               "throughput (– for transfers of fewer than 3 seconds).", "",
               "| profile | dataset | tool | tuner (as run) | Mbit/s (wall) | Mbit/s (transfer) | J (est.) | "
               "J (meter) | t90 s |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    for p in s["profiles"]:
-        for d in s["datasets"]:
-            for tool in [*DTUNE_TOOLS, *PEERS]:
-                v = med.get((p, d, tool))
-                if not v:
-                    continue
-                lines.append(f"| {p} | {d} | {tool} | {', '.join(v['tuners'])} | {_f(v['mbps_wall'])} | "
-                             f"{_f(v['mbps_transfer']) if tool in DTUNE_TOOLS else '–'} | "
-                             f"{_f(v['energy_est_j'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} |")
+    for p, d in cells:
+        for tool in [*DTUNE_TOOLS, *PEERS]:
+            v = med.get((p, d, tool))
+            if not v:
+                continue
+            lines.append(f"| {p} | {d} | {tool} | {', '.join(v['tuners'])} | {_f(v['mbps_wall'])} | "
+                         f"{_f(v['mbps_transfer']) if tool in DTUNE_TOOLS else '–'} | "
+                         f"{_f(v['energy_est_j'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} |")
     lines += ["", "Ratios to Di Tacchio max-throughput (transfer Mbit/s) and to curl (wall Mbit/s), per cell:", "",
               "| profile | dataset | dtree-max / ditacchio-max | dtree-energy / ditacchio-energy | "
               "dtree-max / curl (wall) | dtree-max / wget (wall) |", "|---|---|---:|---:|---:|---:|"]
-    for p in s["profiles"]:
-        for d in s["datasets"]:
-            def r(a: str, b: str, key: str, p: str = p, d: str = d) -> str:
-                x, y = med.get((p, d, a)), med.get((p, d, b))
-                return _f(x[key] / y[key], "{:.2f}") if x and y and x[key] and y[key] else "–"
-            lines.append(f"| {p} | {d} | {r('dtree-max', 'ditacchio-max', 'mbps_transfer')} | "
-                         f"{r('dtree-energy', 'ditacchio-energy', 'mbps_transfer')} | "
-                         f"{r('dtree-max', 'curl', 'mbps_wall')} | {r('dtree-max', 'wget', 'mbps_wall')} |")
+    for p, d in cells:
+        def r(a: str, b: str, key: str, p: str = p, d: str = d) -> str:
+            x, y = med.get((p, d, a)), med.get((p, d, b))
+            return _f(x[key] / y[key], "{:.2f}") if x and y and x[key] and y[key] else "–"
+        lines.append(f"| {p} | {d} | {r('dtree-max', 'ditacchio-max', 'mbps_transfer')} | "
+                     f"{r('dtree-energy', 'ditacchio-energy', 'mbps_transfer')} | "
+                     f"{r('dtree-max', 'curl', 'mbps_wall')} | {r('dtree-max', 'wget', 'mbps_wall')} |")
     if s["throttled"]:
         lines += ["", "### Convergence on a throttled path (Fig. 3 analog)", "",
                   "The link runs at the stated rate while the tuners are told the profile's nominal rate "
@@ -601,12 +600,11 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
                   "separates what the history knows from how the online tuner starts.", "",
                   "| profile | dataset | answer θ | dtree-answer Mbit/s | dtree-max Mbit/s | ditacchio-max Mbit/s |",
                   "|---|---|---|---:|---:|---:|"]
-        for p in s["profiles"]:
-            for d in s["datasets"]:
-                a, b_, c = (s["answer"].get((p, d, x)) for x in ("dtree-answer", "dtree-max", "ditacchio-max"))
-                if a:
-                    lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
-                                 f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
+        for p, d in cells:
+            a, b_, c = (s["answer"].get((p, d, x)) for x in ("dtree-answer", "dtree-max", "ditacchio-max"))
+            if a:
+                lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
+                             f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
     t = s["targets"]
     lines += ["", "### Targets", "", "| target | result |", "|---|---|"]
     thr = [x for x in t["throughput"].values() if x is not None]
