@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from dtune.bench.nginx import Listing, LocalNginx, free_port
+from dtune.procgroup import stop_group
 
 HERE = Path(__file__).resolve().parent
 MTIME = 1_700_000_000
@@ -80,15 +81,6 @@ def get(url: str) -> bytes:
     req = urllib.request.Request(url, headers={"Accept": "application/json"})
     with urllib.request.urlopen(req, timeout=5) as resp:
         return resp.read()
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 NGINX_SAMPLES = {
@@ -177,7 +169,7 @@ def capture_apache(tmp: Path) -> None:
         wait_listening(port, proc)
         save(f"http://127.0.0.1:{port}", APACHE_SAMPLES)
     finally:
-        stop(proc)
+        stop_group(proc, grace=5, kill_wait=None)
 
 
 def main(argv: list[str]) -> int:
