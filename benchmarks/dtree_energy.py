@@ -47,7 +47,6 @@ import statistics
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +94,8 @@ class Experiment:
 
 def load(path: Path) -> Experiment:
     from dtune.bench.sweep import sweep_from_dict
-    data = tomllib.loads(path.read_text())
+    from dtune.tomlfile import read_toml
+    data = read_toml(path, "experiment")
     exp = data.get("experiment", {})
     # profiles and datasets have the sweep's format: parse them with its reader
     cfg = sweep_from_dict({"sweep": {"theta": {"cc": [1], "p": [1], "pp": [1]}},
