@@ -47,7 +47,6 @@ import statistics
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,8 +93,9 @@ class Experiment:
 
 
 def load(path: Path) -> Experiment:
-    from dtune.history.sweep import sweep_from_dict
-    data = tomllib.loads(path.read_text())
+    from dtune.bench.sweep import sweep_from_dict
+    from dtune.tomlfile import read_toml
+    data = read_toml(path, "experiment")
     exp = data.get("experiment", {})
     # profiles and datasets have the sweep's format: parse them with its reader
     cfg = sweep_from_dict({"sweep": {"theta": {"cc": [1], "p": [1], "pp": [1]}},
@@ -241,7 +241,7 @@ class Run:
 
 def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, exp: Experiment, work: Path,
             kind: str) -> Run:
-    from dtune.bench.runner import run_client
+    from dtune.bench.client import run_client
     from dtune.bench.urls import expected_paths
     from dtune.bench.verify import verify_output
     rundir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
@@ -326,8 +326,7 @@ def build_times(log_csv: Path) -> list[dict]:
 def run_experiment(exp: Experiment, model: str, out: Path, *,
                    parts: tuple[str, ...] = ("main", "throttled", "answer"),
                    echo=print) -> dict:
-    from dtune.serveproc import ServerProcess
-    from dtune.testbed import Link, Testbed
+    from dtune.bench.sweep import profile_testbed
     from dtune.testbed.testbed import check_host
     check_host()
     missing = [t for t in exp.tools if t in PEERS and shutil.which(t) is None]
@@ -355,10 +354,7 @@ def run_experiment(exp: Experiment, model: str, out: Path, *,
         n = len(plan)
         i = 0
         for prof, rate in dict.fromkeys((p, r) for p, r, *_ in plan):
-            link = Link(rate_mbit=rate, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb, loss=prof.loss)
-            with Testbed.from_profile(servers=[link], client_rmem=prof.tcp_buffer, client_wmem=prof.tcp_buffer) as tb, \
-                    ServerProcess(str(data), host=tb.server_addr(0), port=exp.port,
-                                  prefix=tb.command("srv1", [])) as srv:
+            with profile_testbed(prof, data, port=exp.port, rate_mbit=rate) as (tb, srv):
                 echo(f"testbed {tb.id}: {prof.describe()}" + ("" if rate == prof.rate_mbit else
                                                               f", link throttled to {rate:g} Mbit/s"))
                 todo = [(rep, d, tool, kind) for (p, r, rep, d, tool, kind) in plan if p is prof and r == rate]
@@ -545,6 +541,7 @@ def plot(data: dict, s: dict, outdir: Path) -> list[str]:
 def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
     m = data["meta"]
     med = s["medians"]
+    cells = [(p, d) for p in s["profiles"] for d in s["datasets"]]   # table rows: profile, then dataset
     model = m["model"]
     if model.startswith(str(ROOT) + os.sep):
         model = os.path.relpath(model, ROOT)
@@ -565,26 +562,24 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
               "throughput (– for transfers of fewer than 3 seconds).", "",
               "| profile | dataset | tool | tuner (as run) | Mbit/s (wall) | Mbit/s (transfer) | J (est.) | "
               "J (meter) | t90 s |", "|---|---|---|---|---:|---:|---:|---:|---:|"]
-    for p in s["profiles"]:
-        for d in s["datasets"]:
-            for tool in [*DTUNE_TOOLS, *PEERS]:
-                v = med.get((p, d, tool))
-                if not v:
-                    continue
-                lines.append(f"| {p} | {d} | {tool} | {', '.join(v['tuners'])} | {_f(v['mbps_wall'])} | "
-                             f"{_f(v['mbps_transfer']) if tool in DTUNE_TOOLS else '–'} | "
-                             f"{_f(v['energy_est_j'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} |")
+    for p, d in cells:
+        for tool in [*DTUNE_TOOLS, *PEERS]:
+            v = med.get((p, d, tool))
+            if not v:
+                continue
+            lines.append(f"| {p} | {d} | {tool} | {', '.join(v['tuners'])} | {_f(v['mbps_wall'])} | "
+                         f"{_f(v['mbps_transfer']) if tool in DTUNE_TOOLS else '–'} | "
+                         f"{_f(v['energy_est_j'])} | {_f(v['energy_meter_j'], '{:.2f}')} | {_f(v['t90_s'])} |")
     lines += ["", "Ratios to Di Tacchio max-throughput (transfer Mbit/s) and to curl (wall Mbit/s), per cell:", "",
               "| profile | dataset | dtree-max / ditacchio-max | dtree-energy / ditacchio-energy | "
               "dtree-max / curl (wall) | dtree-max / wget (wall) |", "|---|---|---:|---:|---:|---:|"]
-    for p in s["profiles"]:
-        for d in s["datasets"]:
-            def r(a: str, b: str, key: str, p: str = p, d: str = d) -> str:
-                x, y = med.get((p, d, a)), med.get((p, d, b))
-                return _f(x[key] / y[key], "{:.2f}") if x and y and x[key] and y[key] else "–"
-            lines.append(f"| {p} | {d} | {r('dtree-max', 'ditacchio-max', 'mbps_transfer')} | "
-                         f"{r('dtree-energy', 'ditacchio-energy', 'mbps_transfer')} | "
-                         f"{r('dtree-max', 'curl', 'mbps_wall')} | {r('dtree-max', 'wget', 'mbps_wall')} |")
+    for p, d in cells:
+        def r(a: str, b: str, key: str, p: str = p, d: str = d) -> str:
+            x, y = med.get((p, d, a)), med.get((p, d, b))
+            return _f(x[key] / y[key], "{:.2f}") if x and y and x[key] and y[key] else "–"
+        lines.append(f"| {p} | {d} | {r('dtree-max', 'ditacchio-max', 'mbps_transfer')} | "
+                     f"{r('dtree-energy', 'ditacchio-energy', 'mbps_transfer')} | "
+                     f"{r('dtree-max', 'curl', 'mbps_wall')} | {r('dtree-max', 'wget', 'mbps_wall')} |")
     if s["throttled"]:
         lines += ["", "### Convergence on a throttled path (Fig. 3 analog)", "",
                   "The link runs at the stated rate while the tuners are told the profile's nominal rate "
@@ -605,12 +600,11 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
                   "separates what the history knows from how the online tuner starts.", "",
                   "| profile | dataset | answer θ | dtree-answer Mbit/s | dtree-max Mbit/s | ditacchio-max Mbit/s |",
                   "|---|---|---|---:|---:|---:|"]
-        for p in s["profiles"]:
-            for d in s["datasets"]:
-                a, b_, c = (s["answer"].get((p, d, x)) for x in ("dtree-answer", "dtree-max", "ditacchio-max"))
-                if a:
-                    lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
-                                 f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
+        for p, d in cells:
+            a, b_, c = (s["answer"].get((p, d, x)) for x in ("dtree-answer", "dtree-max", "ditacchio-max"))
+            if a:
+                lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
+                             f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
     t = s["targets"]
     lines += ["", "### Targets", "", "| target | result |", "|---|---|"]
     thr = [x for x in t["throughput"].values() if x is not None]
@@ -689,7 +683,7 @@ def write_docs(text: str, docs: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenario", default=str(ROOT / "bench/scenarios/dtree-energy.toml"))
+    ap.add_argument("--scenario", default=str(ROOT / "scenarios/dtree-energy.toml"))
     ap.add_argument("--model", default=str(ROOT / "src/dtune/data/model.json"), help="model file the dtree tuner reads")
     ap.add_argument("--runs", type=int, help="repetitions (default: the scenario's)")
     ap.add_argument("--out", help="results directory (default /tmp/dtune-dtree-energy-<time>)")

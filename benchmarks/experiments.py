@@ -1,6 +1,6 @@
 """Tables and plots for the heuristic-tuning and MDTP experiments, from `dtune bench` results.
 
-Each experiment is a scenario in ``bench/scenarios/`` run with ``dtune bench``
+Each experiment is a scenario in ``scenarios/`` run with ``dtune bench``
 (which writes ``results.json``); this script reads those files and prints the
 Markdown tables of ``docs/benchmarks.md`` and, with ``--plot``, writes a PNG.
 It measures nothing itself. Medians over the verified runs; a cell with no

@@ -49,11 +49,8 @@ import hashlib
 import json
 import os
 import platform
-import queue
-import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -65,6 +62,12 @@ import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from dtune.bench.nginx import Listing, LocalNginx
+from dtune.errors import DtuneError
+from dtune.fileio import sha256_file
+from dtune.procgroup import kill_group, stop_group
+from dtune.serveproc import ServerProcess
 
 MiB = 1024 * 1024
 CHUNK = 4 * MiB
@@ -92,17 +95,7 @@ def _spawn(argv: Sequence[str], **kw) -> subprocess.Popen:
 
 def _stop(proc: subprocess.Popen, grace: float = 3.0) -> None:
     """SIGTERM the child's process group, then SIGKILL it after ``grace`` seconds."""
-    if proc.returncode is None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+    stop_group(proc, grace=grace, kill_wait=grace)
     _live.pop(proc.pid, None)
 
 
@@ -181,11 +174,6 @@ def make_datasets(data_root: Path, large_mib: int, small_files: int, small_bytes
     return out
 
 
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def verify_tree(out_dir: Path, ds: Dataset, pool: concurrent.futures.Executor) -> str | None:
     """None when ``out_dir`` holds exactly the dataset's files with the right bytes, else why not."""
     found: dict[str, int] = {}
@@ -203,7 +191,7 @@ def verify_tree(out_dir: Path, ds: Dataset, pool: concurrent.futures.Executor) -
         if found[rel] != size:
             return f"{rel}: size {found[rel]}, expected {size}"
     rels = list(ds.files)
-    for rel, got in zip(rels, pool.map(lambda r: _sha256_file(out_dir / r), rels), strict=True):
+    for rel, got in zip(rels, pool.map(lambda r: sha256_file(out_dir / r), rels), strict=True):
         if got != ds.files[rel][1]:
             return f"{rel}: sha-256 mismatch"
     return None
@@ -256,100 +244,29 @@ def _tree_cpu_seconds(pid: int) -> float:
     return total / tick
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, log: Path, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {_tail(log)}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"server not listening on port {port} after {timeout:.0f} s: {_tail(log)}")
-
-
-NGINX_CONF = """\
-# written by benchmarks/loopback.py
-daemon off;
-# One worker: the comparison is against dtune serve, a single Python process.
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    sendfile on;
-    default_type application/octet-stream;
-    client_body_temp_path {tmp}/client_body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {root};
-        autoindex on;
-        autoindex_format json;
-    }}
-}}
-"""
-
-
 def start_nginx(nginx: str, data_root: Path, work: Path) -> Server:
-    tmp = work / "nginx"
-    tmp.mkdir()
-    port = _free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(tmp=tmp, port=port, root=data_root))
-    log = tmp / "stderr.log"
-    with open(log, "wb") as err:
-        proc = _spawn([nginx, "-p", str(tmp), "-e", str(tmp / "error.log"), "-c", str(conf)],
-                      stdin=subprocess.DEVNULL, stdout=err, stderr=subprocess.STDOUT)
+    server = LocalNginx(work / "nginx", [Listing(data_root, "json")], binary=nginx, sendfile=True,
+                        comment="written by benchmarks/loopback.py")
     try:
-        _wait_listening(port, proc, tmp / "error.log")
-    except RuntimeError as exc:
-        raise RuntimeError(f"nginx: {exc} {_tail(log)}") from None
-    return Server("nginx", f"http://127.0.0.1:{port}/", proc, tmp / "error.log")
-
-
-SERVING_RE = re.compile(r"serving .* on (http://([^\s/]+):(\d+)/)")
+        server.start()
+    except DtuneError as exc:
+        raise RuntimeError(str(exc)) from None
+    assert server.proc is not None
+    _live[server.proc.pid] = server.proc
+    return Server("nginx", server.base + "/", server.proc, server.error_log)
 
 
 def start_dtune_serve(dtune: Sequence[str], data_root: Path, work: Path) -> Server:
     log = work / "dtune-serve.log"
     with open(log, "wb") as err:
-        proc = _spawn([*dtune, "serve", str(data_root), "--host", "127.0.0.1", "--port", "0", "--quiet"],
-                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, text=True)
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def drain() -> None:  # keep reading so the pipe never fills
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=drain, daemon=True).start()
-    deadline = time.monotonic() + 20
-    while True:
+        server = ServerProcess(str(data_root), command=dtune, stderr=err, timeout=20)
         try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise RuntimeError(f"dtune serve printed no 'serving' line in 20 s: {_tail(log)}") from None
-        if line is None:
-            proc.wait()
-            raise RuntimeError(f"dtune serve exited with {proc.returncode}: {_tail(log)}")
-        m = SERVING_RE.search(line)
-        if m:
-            port = int(m.group(3))
-            _wait_listening(port, proc, log)
-            return Server("dtune", f"http://127.0.0.1:{port}/", proc, log)
+            server.start()
+        except DtuneError as exc:
+            raise RuntimeError(f"{exc}: {_tail(log)}") from None
+    assert server.proc is not None
+    _live[server.proc.pid] = server.proc
+    return Server("dtune", f"http://127.0.0.1:{server.port}/", server.proc, log)
 
 
 def _bytes_sent(server: Server) -> int | None:
@@ -544,7 +461,7 @@ def run_once(v: Variant, server: Server, ds: Dataset, run: int, work: Path, list
             t0 = time.perf_counter()
             proc = _spawn(argv, cwd=run_dir, env=_client_env(run_dir), stdin=subprocess.DEVNULL, stdout=logf,
                           stderr=subprocess.STDOUT)
-            timer = threading.Timer(timeout, lambda: _killpg(proc.pid))
+            timer = threading.Timer(timeout, lambda: kill_group(proc.pid))
             timer.start()
             try:
                 _pid, status, ru = os.wait4(proc.pid, 0)
@@ -593,13 +510,6 @@ def _machine_busy_seconds() -> float:
         return 0.0
     user, nice, system, _idle, _iowait, irq, softirq, steal = (v + [0] * 8)[:8]
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 # ---------------------------------------------------------------------------

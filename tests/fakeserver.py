@@ -34,12 +34,8 @@ import itertools
 import json
 import os
 import re
-import select
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -47,7 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+from dtune.bench.nginx import Listing, LocalNginx
+from dtune.bench.nginx import free_port as free_port  # for the tests that pick ports themselves
+from dtune.errors import DtuneError
 from dtune.http.memory import MemoryNetwork
+from dtune.serveproc import ServerProcess
 
 MTIME = "Mon, 01 Jan 2024 00:00:00 GMT"
 REASONS = {200: "OK", 206: "Partial Content", 301: "Moved Permanently", 302: "Found",
@@ -457,35 +457,6 @@ class Unavailable(Exception):
     """The server cannot run here (missing binary, failed start); the message says why."""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return True
-        time.sleep(0.02)
-    return False
-
-
-def _end(proc: subprocess.Popen | None, sig: int = signal.SIGTERM) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
-
-
 @dataclass
 class LogLine:
     """One nginx access-log line in ``Nginx.LOG_FORMAT``."""
@@ -518,17 +489,20 @@ class Nginx:
     def __init__(self, root: Path, *, location_extra: str = "") -> None:
         self.root = Path(root)
         self.location_extra = location_extra
-        self.port = 0
-        self.proc: subprocess.Popen | None = None
         self.dir: str | None = None
+        self._nginx: LocalNginx | None = None
+
+    @property
+    def port(self) -> int:
+        return self._nginx.port if self._nginx is not None else 0
+
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return self._nginx.proc if self._nginx is not None else None
 
     @property
     def base(self) -> str:
-        return f"http://{self.host}" if self.network is not None else f"http://127.0.0.1:{self.port}"
-
-    @property
-    def connect(self):  # noqa: ANN201 (the Engine's ``connect``: in memory, or None for sockets)
-        return self.network.connect if self.network is not None else None
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def access_log(self) -> Path:
@@ -539,50 +513,14 @@ class Nginx:
         if not os.access(self.BINARY, os.X_OK):
             raise Unavailable(f"{self.BINARY} is not installed")
         self.dir = tempfile.mkdtemp(prefix="dtune-test-nginx-")
-        for _ in range(5):
-            self.port = free_port()
-            conf = Path(self.dir) / "nginx.conf"
-            conf.write_text(self._config())
-            self.proc = subprocess.Popen([self.BINARY, "-p", self.dir, "-c", str(conf),
-                                          "-e", str(Path(self.dir) / "error.log")],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            if _wait_listening(self.port, self.proc):
-                return self
-            _end(self.proc)
-            reason = (Path(self.dir) / "error.log").read_text(errors="replace")[-300:]
-            if "Address already in use" not in reason:
-                self.stop()
-                raise Unavailable(f"nginx did not start: {reason.strip() or 'no error log'}")
-        self.stop()
-        raise Unavailable("nginx: no free port after 5 tries")
-
-    def _config(self) -> str:
-        d = self.dir
-        temp = " ".join(f"{kind}_temp_path {d}/tmp-{kind};" for kind in
-                        ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-        return f"""
-daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log;
-events {{ worker_connections 256; }}
-http {{
-    {temp}
-    default_type application/octet-stream;
-    log_format dtune '{self.LOG_FORMAT}';
-    access_log {d}/access.log dtune;
-    keepalive_requests 100000;
-    server {{
-        listen 127.0.0.1:{self.port};
-        root {self.root};
-        location / {{
-            autoindex on;
-            autoindex_format json;
-            {self.location_extra}
-        }}
-    }}
-}}
-"""
+        self._nginx = LocalNginx(self.dir, [Listing(self.root, extra=self.location_extra)], binary=self.BINARY,
+                                 log_format=self.LOG_FORMAT, keepalive_requests=100000, worker_connections=256)
+        try:
+            self._nginx.start()
+        except DtuneError as exc:
+            self.stop()
+            raise Unavailable(str(exc)) from None
+        return self
 
     def log(self) -> list[LogLine]:
         lines = []
@@ -595,8 +533,9 @@ http {{
         return lines
 
     def stop(self) -> None:
-        _end(self.proc)
-        self.proc = None
+        if self._nginx is not None:
+            self._nginx.stop()
+            self._nginx = None
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
@@ -608,53 +547,26 @@ http {{
         self.stop()
 
 
-class DtuneServe:
-    """``dtune serve ROOT --port 0 --quiet`` as a child process; the port is read from its banner."""
-
-    BANNER = re.compile(r"^serving .* on (http://[^/\s]+:(\d+))/\s*$")
+class DtuneServe(ServerProcess):
+    """``dtune serve ROOT --port 0 --quiet`` as a child process; ``Unavailable`` when it does not start."""
 
     def __init__(self, root: Path, env: dict[str, str] | None = None) -> None:
+        super().__init__(str(root), env=env)
         self.root = Path(root)
-        self.env = env
-        self.port = 0
-        self.proc: subprocess.Popen | None = None
 
     @property
     def base(self) -> str:
-        return f"http://{self.host}" if self.network is not None else f"http://127.0.0.1:{self.port}"
-
-    @property
-    def connect(self):  # noqa: ANN201 (the Engine's ``connect``: in memory, or None for sockets)
-        return self.network.connect if self.network is not None else None
+        return self.origin
 
     def start(self) -> DtuneServe:
-        self.proc = subprocess.Popen([sys.executable, "-m", "dtune", "serve", str(self.root), "--port", "0",
-                                      "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=self.env)
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 15)
-        line = self.proc.stdout.readline() if ready else ""
-        m = self.BANNER.match(line)
-        if not m:
-            self.stop()
-            raise Unavailable(f"dtune serve did not print 'serving DIR on http://HOST:PORT/' "
-                              f"(got {line.strip()!r})")
-        self.port = int(m.group(2))
+        try:
+            super().start()
+        except DtuneError as exc:
+            raise Unavailable(str(exc)) from None
         return self
 
     def stop(self) -> None:
-        _end(self.proc)
-        if self.proc is not None:
-            for stream in (self.proc.stdout, self.proc.stderr):
-                if stream is not None:
-                    stream.close()
-        self.proc = None
-
-    def __enter__(self) -> DtuneServe:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
 
 
 def public_dir(prefix: str) -> Path:

@@ -15,22 +15,19 @@ from typing import Any
 
 import pytest
 
+from dtune.bench.client import last_error_line, reported_seconds
 from dtune.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
+from dtune.bench.during import ChangeSchedule, ChangeWatcher, down_bytes
 from dtune.bench.report import RunRecord
 from dtune.bench.runner import (
     OWNER_FILE,
     Bench,
-    ChangeSchedule,
-    ChangeWatcher,
     Combo,
     build_dataset,
     dataset_plan,
-    down_bytes,
-    last_error_line,
     make_workdir,
     profile_links,
     reap_stale_workdirs,
-    reported_seconds,
     schedule,
 )
 from dtune.errors import DtuneError

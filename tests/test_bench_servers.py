@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from dtune.bench.servers import NGINX_CONF, Counters, listening, parse_access_log
+from dtune.bench.servers import Counters, bench_nginx_config, listening, parse_access_log
 
 
 def test_access_log_counts_requests_and_body_bytes() -> None:
@@ -29,7 +29,7 @@ def test_counters_subtract() -> None:
 
 
 def test_nginx_config_has_json_and_html_listings_and_the_log_format() -> None:
-    conf = NGINX_CONF.format(wd="/w", addr="10.77.0.2", port=8080, listing_port=8081, root="/w/data")
+    conf = bench_nginx_config(wd="/w", addr="10.77.0.2", port=8080, root="/w/data")
     assert "daemon off;" in conf and "autoindex_format json;" in conf
     assert "listen 10.77.0.2:8080;" in conf and "listen 10.77.0.2:8081;" in conf
     assert '"$request\\t$http_range\\t$status\\t$body_bytes_sent"' in conf

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+from data.listings.capture import TREE
 
 from dtune.discovery.autoindex import parse_html_index, parse_nginx_json
 from dtune.discovery.entries import Entry
@@ -17,19 +18,8 @@ HOST = "http://127.0.0.1:8080"
 MTIME = 1_700_000_000.0
 
 # The tree capture.py serves (top level), with exact sizes.
-ROOT_FILES = {
-    "plain.bin": 1000,
-    "a b.txt": 12,
-    "ünïcødé.dat": 20_000,
-    "100%.dat": 5,
-    "hash#tag.txt": 7,
-    "what?.txt": 9,
-    "this&that.txt": 11,
-    "quote\"d 'name' <b>.txt": 13,
-    "a_very_long_file_name_that_the_html_listing_truncates.bin": 1,
-    "big.bin": 2_000_000,
-}
-ROOT_DIRS = {"sub dir", "empty"}
+ROOT_FILES = {rel: size for rel, size in TREE.items() if "/" not in rel}
+ROOT_DIRS = {rel.split("/")[0] for rel in TREE if "/" in rel}
 
 
 def sample(name: str) -> bytes:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
+from dtune.bench.nginx import Listing, LocalNginx
 from dtune.discovery import FetchResult, discover
+from dtune.errors import DtuneError
 
 NGINX = "/usr/sbin/nginx"
 pytestmark = [
@@ -39,62 +37,6 @@ TREE = {
 }
 EMPTY_DIRS = ["empty"]
 
-CONF = """
-daemon off;
-master_process off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log;
-events {{ worker_connections 32; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/tmp;
-    proxy_temp_path {prefix}/tmp;
-    fastcgi_temp_path {prefix}/tmp;
-    uwsgi_temp_path {prefix}/tmp;
-    scgi_temp_path {prefix}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        location /json/ {{ alias {tree}/; autoindex on; autoindex_format json; }}
-        location /html/ {{ alias {tree}/; autoindex on; }}
-    }}
-}}
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(prefix: Path, tree: Path) -> tuple[subprocess.Popen, int]:
-    for _ in range(3):  # another process may take the port between bind() and nginx's listen()
-        port = _free_port()
-        conf = prefix / "nginx.conf"
-        conf.write_text(CONF.format(prefix=prefix, port=port, tree=tree))
-        proc = subprocess.Popen([NGINX, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                return proc, port
-            except OSError:
-                time.sleep(0.02)
-        _stop(proc)
-    log = (prefix / "error.log").read_text(errors="replace") if (prefix / "error.log").exists() else ""
-    pytest.fail(f"nginx did not start: {log[-500:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
 
 @pytest.fixture(scope="module")
 def nginx(tmp_path_factory: pytest.TempPathFactory):
@@ -106,12 +48,14 @@ def nginx(tmp_path_factory: pytest.TempPathFactory):
         path.write_bytes(bytes(i % 251 for i in range(size)))
     for rel in EMPTY_DIRS:
         (tree / rel).mkdir(parents=True)
-    (prefix / "tmp").mkdir(parents=True)
-    proc, port = _start(prefix, tree)
+    # master_process off: one process, running as us, reads pytest's private temporary tree
     try:
-        yield f"http://127.0.0.1:{port}", tree
+        with LocalNginx(prefix, [Listing(tree, "json", "/json/"), Listing(tree, "html", "/html/")],
+                        binary=NGINX, master_process=False, worker_connections=32) as server:
+            yield server.base, tree
+    except DtuneError as exc:
+        pytest.fail(str(exc))
     finally:
-        _stop(proc)
         shutil.rmtree(base, ignore_errors=True)
 
 

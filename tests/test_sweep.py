@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
+from dtune.bench.sweep import Sweep, get_argv, pin_prefix, plan_runs, sweep_from_dict
 from dtune.errors import DtuneError
 from dtune.history import open_store
-from dtune.history.sweep import Sweep, get_argv, pin_prefix, plan_runs, sweep_from_dict
 
 BASE = {
     "sweep": {"sample": "random", "limit": 12, "seed": 3,

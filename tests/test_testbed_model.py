@@ -23,7 +23,7 @@ SCENARIOS = ["wan1g-large", "wan1g-small", "wan1g-mixed", "lan", "replicas4"]
 def test_shipped_scenarios_load(name: str) -> None:
     from pathlib import Path
 
-    sc = load_scenario(Path(__file__).parent.parent / "bench" / "scenarios" / f"{name}.toml")
+    sc = load_scenario(Path(__file__).parent.parent / "scenarios" / f"{name}.toml")
     assert sc.name == name
     assert sc.client.tcp_rmem_max == 512 * 1024
     assert sc.mtu == 9000
@@ -32,7 +32,7 @@ def test_shipped_scenarios_load(name: str) -> None:
 def test_replicas4_has_four_unequal_links() -> None:
     from pathlib import Path
 
-    sc = load_scenario(Path(__file__).parent.parent / "bench" / "scenarios" / "replicas4.toml")
+    sc = load_scenario(Path(__file__).parent.parent / "scenarios" / "replicas4.toml")
     assert [(x.rate_mbit, x.rtt_ms) for x in sc.links] == [(400, 20), (200, 30), (100, 40), (50, 60)]
 
 

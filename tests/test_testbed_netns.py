@@ -41,7 +41,7 @@ pytestmark = NETNS
 # namespaces from those of tests running at the same time.
 TAG = f"t{os.getpid()}"
 PROBE = [sys.executable, "-m", "dtune.testbed.probe"]
-SCENARIOS = Path(__file__).parent.parent / "bench" / "scenarios"
+SCENARIOS = Path(__file__).parent.parent / "scenarios"
 _counter = iter(range(1000))
 
 

@@ -1,10 +1,11 @@
 """``dtune serve`` as a child process for the hardening, fuzz and load tests, plus a raw client.
 
-``Serve`` starts ``python -m dtune serve ROOT --host 127.0.0.1 --port 0
---quiet [extra flags]`` in its own session, reads the port from the
-"serving ... on http://HOST:PORT/" line, sends its stderr to a file (so a
-chatty server can never block on a full pipe) and kills the whole session at
-``stop()``. ``rss_kib()`` / ``peak_rss_kib()`` read ``/proc/PID/status``.
+``Serve`` is ``dtune.serveproc.ServerProcess`` (``python -m dtune serve ROOT
+--host 127.0.0.1 --port 0 --quiet [extra flags]`` in its own session, the
+port read from the "serving ... on http://HOST:PORT/" line, the whole session
+stopped at ``stop()``) with its stderr in a file, so a chatty server can
+never block on a full pipe and a test can read what it said.
+``rss_kib()`` / ``peak_rss_kib()`` read ``/proc/PID/status``.
 
 ``exchange`` sends raw bytes on a fresh connection and returns everything the
 server sent until it closed (or a timeout), for assertions on exact bytes.
@@ -17,17 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
-_BANNER = re.compile(r"serving .* on http://[^/\s]+:(\d+)/")
+from dtune.errors import DtuneError
+from dtune.serveproc import ServerProcess
+
 STATUS_LINE = re.compile(rb"^HTTP/1\.[01] ([1-5]\d\d) [^\r\n]*\r\n")
 
 
@@ -59,52 +56,28 @@ def make_box(token: str, public: bytes) -> tuple[Path, Path]:
     return box, root
 
 
-class Serve:
+class Serve(ServerProcess):
     """``with Serve(root, "--max-connections", "8") as srv: srv.port``."""
 
     def __init__(self, root: Path, *extra: str, env: dict[str, str] | None = None) -> None:
-        self.root = Path(root)
-        self.extra: Sequence[str] = extra
-        self.env = env
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
         self._stderr = tempfile.TemporaryFile()
+        # 20 s to start and 10 s to stop: these servers run next to load and fuzz clients
+        super().__init__(str(root), extra=extra, env=env, stderr=self._stderr, timeout=20, grace=10)
+        self.root = Path(root)
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
+        return self.origin
 
     def start(self) -> Serve:
-        cmd = [sys.executable, "-m", "dtune", "serve", str(self.root), "--host", "127.0.0.1", "--port", "0",
-               "--quiet", *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
-                                     env=self.env, start_new_session=True)
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + 20
-        buf = b""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                buf += chunk
-                m = _BANNER.search(buf.decode(errors="replace"))
-                if m:
-                    self.port = int(m.group(1))
-                    return self
-            elif self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(f"dtune serve did not start: {buf!r} {self.stderr()[-500:]}")
+        try:
+            super().start()
+        except DtuneError as exc:
+            raise RuntimeError(f"{exc} {self.stderr()[-500:]}") from None
+        return self
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.running()
 
     def stderr(self) -> str:
         self._stderr.seek(0)
@@ -123,26 +96,10 @@ class Serve:
         return self.status_kib("VmHWM")
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-
-    def __enter__(self) -> Serve:
-        return self.start()
+        self.close()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()
         self._stderr.close()
 
 

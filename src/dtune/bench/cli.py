@@ -14,7 +14,7 @@ HELP = """\
 Benchmark dtune against aria2c, curl, wget, lftp and rclone on the emulated WAN
 (root only: network namespaces). The scenario file gives the links ([client],
 [[link]]), the benchmark ([bench] runs/server/port, [[dataset]], [[tool]]); see
-bench/scenarios/*.toml and docs/benchmarks.md.
+scenarios/*.toml and docs/benchmarks.md.
 
 Every (tool variant x dataset x link profile) runs N times, interleaved; every
 run's output is verified (size + SHA-256) and runs that fail verification are

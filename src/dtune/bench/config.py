@@ -56,7 +56,8 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import MAX_SMALL_FACTOR, PRESETS
-from dtune.testbed.scenario import Link, Scenario, check_link_values, read_toml, scenario_from_dict
+from dtune.testbed.scenario import Link, Scenario, check_link_values, scenario_from_dict
+from dtune.tomlfile import number, read_toml, table, tables
 
 SERVERS = ("dtune", "nginx")
 TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone")
@@ -143,23 +144,6 @@ def link_label(links: tuple[Link, ...] | list[Link]) -> str:
     return "+".join(f"{link.rate_mbit:g}M-{link.rtt_ms:g}ms" for link in links)
 
 
-def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DtuneError(f"{where}: must be a table")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    return value
-
-
-def _list_of_tables(where: str, value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise DtuneError(f"{where}: must be an array of tables ([[...]])")
-    return value
-
-
 def _int(where: str, key: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise DtuneError(f"{where}: {key} must be an integer in {lo}..{hi}, got {value!r}")
@@ -185,12 +169,7 @@ def _str_list(where: str, key: str, value: Any) -> tuple[str, ...]:
 
 
 def _link_values(where: str, raw: dict[str, Any]) -> dict[str, float]:
-    values = {}
-    for key in _LINK_VALUE_KEYS & set(raw):
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise DtuneError(f"{where}: {key} must be a number, got {value!r}")
-        values[key] = float(value)
+    values = {key: number(where, key, raw[key]) for key in _LINK_VALUE_KEYS & set(raw)}
     try:
         check_link_values(**values)
     except DtuneError as exc:
@@ -199,7 +178,7 @@ def _link_values(where: str, raw: dict[str, Any]) -> dict[str, float]:
 
 
 def _change(where: str, raw: Any, n_links: int) -> LinkChange:
-    raw = _table(where, raw, _CHANGE_KEYS)
+    raw = table(where, raw, _CHANGE_KEYS)
     if "at_fraction" not in raw:
         raise DtuneError(f"{where}: needs at_fraction (the share of the dataset's bytes, 0 < x < 1)")
     fraction = raw["at_fraction"]
@@ -215,7 +194,7 @@ def _change(where: str, raw: Any, n_links: int) -> LinkChange:
 
 
 def _profile(where: str, raw: Any, n_links: int) -> Profile:
-    raw = _table(where, raw, _PROFILE_KEYS)
+    raw = table(where, raw, _PROFILE_KEYS)
     name = _str(where, "name", raw.get("name"))
     common = _link_values(where, raw)
     during: tuple[LinkChange, ...] = ()
@@ -232,7 +211,7 @@ def _profile(where: str, raw: Any, n_links: int) -> Profile:
         per = raw["links"]
         if not isinstance(per, list) or len(per) != n_links:
             raise DtuneError(f"{where}: links must list {n_links} tables (one per [[link]])")
-        links = tuple(_link_values(f"{where}: link {i + 1}", _table(f"{where}: link {i + 1}", t, _LINK_VALUE_KEYS))
+        links = tuple(_link_values(f"{where}: link {i + 1}", table(f"{where}: link {i + 1}", t, _LINK_VALUE_KEYS))
                       for i, t in enumerate(per))
     else:
         if not common and not during:
@@ -242,7 +221,7 @@ def _profile(where: str, raw: Any, n_links: int) -> Profile:
 
 
 def _dataset(where: str, raw: Any) -> DatasetSpec:
-    raw = _table(where, raw, _DATASET_KEYS)
+    raw = table(where, raw, _DATASET_KEYS)
     preset = _str(where, "preset", raw.get("preset"))
     if preset not in PRESETS:
         raise DtuneError(f"{where}: unknown preset {preset!r} (have {', '.join(PRESETS)})")
@@ -267,7 +246,7 @@ def _dataset(where: str, raw: Any) -> DatasetSpec:
 
 
 def _tool(where: str, raw: Any, dataset_names: set[str]) -> ToolSpec:
-    raw = _table(where, raw, _TOOL_KEYS)
+    raw = table(where, raw, _TOOL_KEYS)
     tool = _str(where, "tool", raw.get("tool"))
     if tool not in TOOLS:
         raise DtuneError(f"{where}: unknown tool {tool!r} (have {', '.join(TOOLS)})")
@@ -293,22 +272,22 @@ def bench_from_dict(data: dict[str, Any], *, name: str = "custom") -> BenchConfi
     """Parse the benchmark tables (and, through the testbed, the link tables)."""
     scenario = scenario_from_dict(data, name=name)
     where = f"scenario {name}"
-    bench = _table(f"{where}: [bench]", data.get("bench", {}), _BENCH_KEYS)
+    bench = table(f"{where}: [bench]", data.get("bench", {}), _BENCH_KEYS)
     server = bench.get("server", "dtune")
     if server not in SERVERS:
         raise DtuneError(f"{where}: [bench] server must be one of {', '.join(SERVERS)}, got {server!r}")
     base = Profile(name=_str(f"{where}: [bench]", "link", bench.get("link", link_label(scenario.links))),
                    links=tuple({} for _ in scenario.links))
     profiles = [base] + [_profile(f"{where}: profile {i + 1}", raw, len(scenario.links))
-                         for i, raw in enumerate(_list_of_tables(f"{where}: profile", data.get("profile")))]
+                         for i, raw in enumerate(tables(f"{where}: profile", data.get("profile")))]
     datasets = [_dataset(f"{where}: dataset {i + 1}", raw)
-                for i, raw in enumerate(_list_of_tables(f"{where}: dataset", data.get("dataset")))]
+                for i, raw in enumerate(tables(f"{where}: dataset", data.get("dataset")))]
     if not datasets:
         raise DtuneError(f"{where}: needs at least one [[dataset]] table to benchmark")
     _unique(where, "dataset", [d.name for d in datasets])
     _unique(where, "profile", [p.name for p in profiles])
     tools = [_tool(f"{where}: tool {i + 1}", raw, {d.name for d in datasets})
-             for i, raw in enumerate(_list_of_tables(f"{where}: tool", data.get("tool")))]
+             for i, raw in enumerate(tables(f"{where}: tool", data.get("tool")))]
     if not tools:
         raise DtuneError(f"{where}: needs at least one [[tool]] table to benchmark")
     _unique(where, "tool variant", [t.label for t in tools])

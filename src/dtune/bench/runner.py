@@ -18,13 +18,13 @@ Theory of operation
    read the server counters, start the client in the client namespace (with,
    for a profile with ``during`` changes, a watcher thread that polls the
    emulator's byte counters and changes a link once its share of the
-   dataset has crossed; the profile's own links are set again before and
-   after such a run, so no change leaks into the next one), wait
-   with ``os.wait4`` (wall seconds from start to reap; CPU seconds = user +
-   system of the client and every descendant it waited for), kill whatever
-   is left in its process group, verify every file (size + SHA-256 at the
-   path the tool's layout puts it), read the counters again, record, delete
-   the output directory. results.csv / results.json are rewritten after every
+   dataset has crossed: ``bench.during``; the profile's own links are set
+   again before and after such a run, so no change leaks into the next one),
+   wait with ``os.wait4`` (``bench.client``: wall seconds from start to reap;
+   CPU seconds = user + system of the client and every descendant it waited
+   for), kill whatever is left in its process group, verify every file
+   (size + SHA-256 at the path the tool's layout puts it), read the counters
+   again, record, delete the output directory. results.csv / results.json are rewritten after every
    run, so an interrupted benchmark still leaves what it measured.
 6. ``finally``: the client's process group, the servers, the testbed (its
    namespaces and emulator) and the working directory are removed -- after
@@ -39,17 +39,18 @@ import os
 import platform
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from dtune.bench import Echo
+from dtune.bench.client import last_error_line, reported_seconds, run_client
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
+from dtune.bench.during import ChangeWatcher
 from dtune.bench.peers import Job, peer
 from dtune.bench.report import RunRecord, mbps, write_results
 from dtune.bench.servers import BenchServer, make_server
@@ -67,14 +68,7 @@ WORKDIR_PREFIX = "dtune-bench-wan-"
 OWNER_FILE = "owner.json"
 OWNER_KIND = "dtune bench (WAN testbed)"
 
-# How often the watcher of mid-run link changes reads the emulator's counters:
-# one stats request (a Unix-socket round trip of well under a millisecond) per
-# poll, and a change lands within 50 ms of its byte count -- about 1 % of a
-# 5 s run, finer than the run-to-run spread on the shared machine.
-CHANGE_POLL_S = 0.05
-
 T = TypeVar("T")
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,210 +145,6 @@ def build_dataset(spec: DatasetSpec, root: Path) -> list[tuple[str, int]]:
     plan = dataset_plan(spec)
     write_plan(plan, root, spec.seed, what=f"dataset {spec.name}")
     return plan
-
-
-# --- mid-run link changes -------------------------------------------------------
-
-def down_bytes(stats: Sequence[dict[str, Any]]) -> int:
-    """Bytes the emulator passed towards the client, summed over links (``Testbed.link_stats()``)."""
-    return sum(int((link.get("down") or {}).get("bytes", 0)) for link in stats)
-
-
-class ChangeSchedule:
-    """Which of a profile's mid-run changes are due, from the bytes observed (pure: no clock, no testbed).
-
-    ``due(down_bytes)`` returns the changes whose ``at_fraction`` of
-    ``total_bytes`` has crossed since ``start_bytes``, each once, in
-    ``at_fraction`` order.
-    """
-
-    def __init__(self, changes: Sequence[LinkChange], total_bytes: int, start_bytes: int) -> None:
-        self.changes = tuple(sorted(changes, key=lambda c: c.at_fraction))
-        self.total_bytes = max(1, total_bytes)
-        self.start_bytes = start_bytes
-        self.fired = 0
-
-    def fraction(self, down_bytes: int) -> float:
-        return (down_bytes - self.start_bytes) / self.total_bytes
-
-    def due(self, down_bytes: int) -> list[LinkChange]:
-        fraction = self.fraction(down_bytes)
-        out = []
-        while self.fired < len(self.changes) and self.changes[self.fired].at_fraction <= fraction:
-            out.append(self.changes[self.fired])
-            self.fired += 1
-        return out
-
-    @property
-    def done(self) -> bool:
-        return self.fired == len(self.changes)
-
-    def __repr__(self) -> str:
-        return f"<ChangeSchedule {self.fired} of {len(self.changes)} fired | {self.total_bytes} bytes>"
-
-
-class ChangeWatcher:
-    """Applies mid-run link changes from a thread while a client runs (a context manager).
-
-    ``start()`` reads the counters once (the run's baseline) and starts the
-    thread; every ``interval`` seconds it makes one ``tb.link_stats()`` call
-    and hands each due change to ``apply``. ``fired`` holds the seconds after
-    ``start()`` at which changes took effect; ``error`` what stopped the
-    thread early, if anything. ``stop()`` (also on leaving the ``with`` block,
-    whatever happened to the client) ends the thread and waits for it: no
-    change is applied after it returns.
-    """
-
-    def __init__(self, tb: Testbed, changes: Sequence[LinkChange], total_bytes: int,
-                 apply: Callable[[LinkChange], None], *, interval: float = CHANGE_POLL_S,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
-        self.tb = tb
-        self.changes = tuple(changes)
-        self.total_bytes = total_bytes
-        self.apply = apply
-        self.interval = interval
-        self.clock = clock
-        self.fired: list[float] = []
-        self.error = ""
-        self._schedule: ChangeSchedule | None = None
-        self._t0 = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ChangeWatcher:
-        self._schedule = ChangeSchedule(self.changes, self.total_bytes, down_bytes(self.tb.link_stats()))
-        self._t0 = self.clock()
-        self._thread = threading.Thread(target=self._loop, name="dtune-bench-during", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> list[float]:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        return list(self.fired)
-
-    def __enter__(self) -> ChangeWatcher:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _loop(self) -> None:
-        assert self._schedule is not None
-        try:
-            while not self._schedule.done and not self._stop.wait(self.interval):
-                for change in self._schedule.due(down_bytes(self.tb.link_stats())):
-                    if self._stop.is_set():
-                        return  # the client is done: a late change would only leak
-                    self.apply(change)
-                    self.fired.append(self.clock() - self._t0)
-        except Exception as exc:  # reported in the run's record, not lost in a thread
-            self.error = f"mid-run link change: {exc}"
-
-    def __repr__(self) -> str:
-        alive = self._thread is not None and self._thread.is_alive()
-        return f"<ChangeWatcher {len(self.fired)} of {len(self.changes)} fired | {'running' if alive else 'stopped'}>"
-
-
-# --- one client run -------------------------------------------------------------
-
-@dataclass(slots=True)
-class ClientResult:
-    exit_code: int | None
-    seconds: float
-    cpu_seconds: float
-    timed_out: bool = False
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float,
-               env: dict[str, str] | None = None) -> ClientResult:
-    """Run ``argv`` in the client namespace; wall and CPU seconds from ``os.wait4``.
-
-    ``ip netns exec`` execs the command in place, so the pid is the tool's and
-    its rusage covers the tool and the children it waited for. Whatever is
-    left in its process group afterwards is killed.
-    """
-    timed_out = threading.Event()
-    with open(log, "wb") as logf:
-        start = time.perf_counter()
-        proc = tb.popen("client", argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                        cwd=cwd, env=env)
-
-        def expire() -> None:
-            timed_out.set()
-            _kill_group(proc.pid)
-
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
-        reaped = False
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-            seconds = time.perf_counter() - start
-            reaped = True
-        finally:
-            timer.cancel()
-            _kill_group(proc.pid)
-            if not reaped:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(proc.pid, 0)
-                proc.returncode = -signal.SIGKILL
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return ClientResult(exit_code=None if timed_out.is_set() else proc.returncode, seconds=seconds,
-                        cpu_seconds=usage.ru_utime + usage.ru_stime, timed_out=timed_out.is_set())
-
-
-def last_error_line(log: Path, limit: int = 200) -> str:
-    """The last line of a client's output that looks like a reason (for the ``error`` column)."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("{"):
-            try:
-                event = json.loads(text)
-            except ValueError:
-                event = {}
-            if event.get("event") == "summary":
-                failed = event.get("failed") or []
-                if failed:
-                    return f"{len(failed)} failed, e.g. {failed[0].get('file')}: {failed[0].get('reason')}"[:limit]
-                continue
-            if event.get("event") in ("progress", "file_done", "tuning", "start"):
-                continue
-        return text[:limit]
-    return ""
-
-
-def reported_seconds(log: Path) -> float | None:
-    """The ``seconds`` (listing + transfer) of the last ``{"event": "summary"}`` line of a ``dtune get --json`` log."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(max(0, os.path.getsize(log) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        if line.startswith("{") and '"summary"' in line:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("event") == "summary" and isinstance(event.get("seconds"), int | float):
-                return float(event["seconds"])
-    return None
 
 
 # --- the benchmark ----------------------------------------------------------------

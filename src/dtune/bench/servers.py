@@ -15,11 +15,9 @@ what they send, so each run records requests and bytes per server:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -28,7 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from dtune.bench.nginx import Listing, nginx_config
 from dtune.errors import DtuneError
+from dtune.procgroup import stop_group
 from dtune.serveproc import ServerProcess
 from dtune.testbed import Testbed
 from dtune.testbed.netns import ns_exec_argv
@@ -144,43 +144,21 @@ class DtuneServer(BenchServer):
             self._proc = None
 
 
-NGINX_CONF = """\
-# written by dtune bench; removed with its temporary directory
-daemon off;
-master_process on;
-worker_processes 1;
-# the master runs as root inside the namespace; running the worker as root too
-# spares us a user/group that differs between distributions, and it reads only
-# the benchmark's own temporary tree
-user root;
-pid {wd}/nginx.pid;
-error_log {wd}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    default_type application/octet-stream;
-    log_format dtune_bench "$request\\t$http_range\\t$status\\t$body_bytes_sent";
-    access_log {wd}/access.log dtune_bench;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 65;
-    keepalive_requests 1000000;
-    client_body_temp_path {wd}/tmp/body;
-    proxy_temp_path {wd}/tmp/proxy;
-    fastcgi_temp_path {wd}/tmp/fastcgi;
-    uwsgi_temp_path {wd}/tmp/uwsgi;
-    scgi_temp_path {wd}/tmp/scgi;
-    server {{
-        listen {addr}:{port};
-        root {root};
-        location / {{ autoindex on; autoindex_format json; }}
-    }}
-    server {{
-        listen {addr}:{listing_port};
-        root {root};
-        location / {{ autoindex on; }}
-    }}
-}}
-"""
+# The columns parse_access_log reads; TAB-separated, since a request line has spaces.
+ACCESS_LOG_FORMAT = r"$request\t$http_range\t$status\t$body_bytes_sent"
+
+
+def bench_nginx_config(wd: str | os.PathLike[str], addr: str, port: int, root: str | os.PathLike[str]) -> str:
+    """The nginx.conf of one benchmark server: JSON listings on ``port``, HTML ones on ``port + 1``."""
+    return nginx_config(
+        wd, {f"{addr}:{port}": [Listing(root, "json")], f"{addr}:{port + 1}": [Listing(root, "html")]},
+        log_format=ACCESS_LOG_FORMAT, sendfile=True, tcp_nopush=True,
+        # every lane of every tool keeps its connection for the whole run
+        keepalive_timeout=65, keepalive_requests=1_000_000, worker_connections=4096,
+        # the master runs as root inside the namespace; running the worker as root too
+        # spares us a user/group that differs between distributions, and it reads only
+        # the benchmark's own temporary tree
+        user="root", comment="written by dtune bench; removed with its temporary directory")
 
 
 class NginxServer(BenchServer):
@@ -197,13 +175,12 @@ class NginxServer(BenchServer):
         return f"http://{self.addr}:{self.port + 1}/{quote(dataset)}/"
 
     def config(self) -> str:
-        return NGINX_CONF.format(wd=self.wd, addr=self.addr, port=self.port, listing_port=self.port + 1,
-                                 root=self.root)
+        return bench_nginx_config(self.wd, self.addr, self.port, self.root)
 
     def start(self) -> None:
         if shutil.which("nginx") is None:
             raise DtuneError("bench: [bench] server = \"nginx\" but nginx is not installed")
-        (self.wd / "tmp").mkdir(parents=True, exist_ok=True)
+        self.wd.mkdir(parents=True, exist_ok=True)
         conf = self.wd / "nginx.conf"
         conf.write_text(self.config())
         (self.wd / "access.log").touch()
@@ -244,15 +221,7 @@ class NginxServer(BenchServer):
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, sig)
-                try:
-                    proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        stop_group(proc, grace=5.0)
         if proc.stderr is not None:
             proc.stderr.close()
 

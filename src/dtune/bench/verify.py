@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+from dtune.fileio import sha256_file
 
 
 def source_digests(root: str | os.PathLike[str], files: Sequence[tuple[str, int]]) -> dict[str, tuple[int, str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import random
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
 from dtune.serveproc import ServerProcess
 from dtune.testbed import Link, Testbed
@@ -34,29 +34,23 @@ def demo_files(seed: int = 7) -> list[tuple[str, int]]:
     return files
 
 
-def make(root: Path, files: list[tuple[str, int]]) -> dict[str, str]:
-    sums = {}
+def make(root: Path, files: list[tuple[str, int]]) -> dict[str, tuple[int, str]]:
+    """Write ``files`` under ``root``; ``relpath -> (size, sha256)`` of what is on disk."""
     for i, (rel, size) in enumerate(files):
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         write_file(path, size, 1000 + i)
-        sums[rel] = sha256(path)
-    return sums
+    return source_digests(root, files)
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify(out: Path, sums: dict[str, str]) -> int:
-    bad = [rel for rel, digest in sums.items() if not (out / rel).is_file() or sha256(out / rel) != digest]
+def verify(out: Path, digests: dict[str, tuple[int, str]]) -> int:
+    """How many files ``out`` holds byte for byte as the source; DtuneError when any differs."""
+    verdict = verify_output({rel: out / rel for rel in digests}, digests)
+    wrong = set(verdict.missing + verdict.wrong_size + verdict.wrong_hash)
+    bad = [rel for rel in digests if rel in wrong]
     if bad:
         raise DtuneError(f"demo: {len(bad)} files differ from the source, e.g. {bad[0]}")
-    return len(sums)
+    return len(digests)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_argument("--history", metavar="URL",
                         help="database URL or SQLite file path (default: $DTUNE_HISTORY, else "
                              "the SQLite file under $XDG_DATA_HOME/dtune)")
-    cmds = h.add_subparsers(dest="history_command", metavar="ACTION", parser_class=type(h))
+    cmds = argtypes.actions(h, "history_command")
 
     p = cmds.add_parser("list", parents=[common], help="the newest transfers as a table",
                         description="The newest transfers, newest first: id, start time (UTC), "
@@ -86,19 +86,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = cmds.add_parser("sweep", parents=[common], help="measure θ on the emulated WAN, append rows (origin sweep)",
                         description=SWEEP_HELP, formatter_class=raw)
     p.add_argument("scenario", metavar="SCENARIO.toml",
-                   help="profiles, datasets and the θ grid (e.g. bench/scenarios/dtree-sweep.toml)")
+                   help="profiles, datasets and the θ grid (e.g. scenarios/dtree-sweep.toml)")
     p.add_argument("--runs", type=argtypes.positive, metavar="N", help="repetitions of every θ (default: the scenario's)")
     p.add_argument("--sample", choices=("random", "grid"), help="a random sample of the grid, or all of it")
     p.add_argument("--limit", type=argtypes.positive, metavar="N", help="at most N runs in all")
     p.add_argument("--dry-run", action="store_true", help="print the plan (runs per profile and dataset) and stop")
     p.set_defaults(func=run_sweep)
-
-    h.set_defaults(func=lambda args: _usage(h))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 def _open(args: argparse.Namespace):
@@ -267,14 +260,14 @@ says — and the per-second samples) to the history with origin = sweep. This is
 how the decision-tree model's training log is made; `dtune model build` learns
 from it. cpu_num pins the client to that many CPUs (taskset); cpu_freq is
 applied only where cpufreq exists. Testbeds, servers and datasets are removed
-afterwards. Scenario format: src/dtune/history/sweep.py, example
-bench/scenarios/dtree-sweep.toml.
+afterwards. Scenario format: src/dtune/bench/sweep.py, example
+scenarios/dtree-sweep.toml.
 """
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from dtune.history.sweep import load_sweep, plan_runs
-    from dtune.history.sweep import run_sweep as sweep
+    from dtune.bench.sweep import load_sweep, plan_runs
+    from dtune.bench.sweep import run_sweep as sweep
     if args.dry_run:
         cfg = load_sweep(args.scenario)
         plan = plan_runs(cfg, sample=args.sample, limit=args.limit, runs=args.runs)

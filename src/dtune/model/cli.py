@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import math
-import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,30 +56,6 @@ ones like dtune get's --tcp-buffer (512K = 524 288); rates are bits/s (1G, 400M)
 KEY_COLUMNS = ("avg_file_size", "file_count", "rtt_ms", "tcp_buffer", "bandwidth_mbps")
 COLUMNS = (*KEY_COLUMNS, "cc", "p", "pp", "cpu_num", "cpu_freq", "throughput_mbps", "energy_j",
            "energy_kind", "exit_status", "rtt_how", "bandwidth_how")
-_DECIMAL = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def decimal_bytes(value: str) -> float:
-    """Bytes with an optional decimal k/M/G suffix (100k, 2.4M), as the history counts them."""
-    text = value.strip().lower().removesuffix("b")
-    unit = text[-1:] if text[-1:] in "kmgt" else ""
-    try:
-        n = float(text[: len(text) - len(unit)]) * _DECIMAL[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a size like 100k or 2.4M") from None
-    if not n > 0 or not math.isfinite(n):
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return n
-
-
-def positive_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not x > 0 or not math.isfinite(x):
-        raise argparse.ArgumentTypeError(f"{value} must be > 0")
-    return x
 
 
 def degree_list(value: str) -> tuple[int, ...]:
@@ -98,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     raw = argparse.RawDescriptionHelpFormatter
     m = sub.add_parser("model", help="build the decision-tree model from the history, and query it",
                        description=HELP, formatter_class=raw)
-    cmds = m.add_subparsers(dest="model_command", metavar="ACTION", parser_class=type(m))
+    cmds = argtypes.actions(m, "model_command")
 
     b = cmds.add_parser("build", help="learn from the history and save the model", description=BUILD_HELP,
                         formatter_class=raw)
@@ -122,10 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     q = cmds.add_parser("query", help="θ for one transfer and SLA", description=QUERY_HELP,
                         formatter_class=raw)
-    q.add_argument("--avg-file-size", type=decimal_bytes, required=True, metavar="BYTES",
+    q.add_argument("--avg-file-size", type=argtypes.decimal_size, required=True, metavar="BYTES",
                    help="average file size, e.g. 100k, 2.4M")
     q.add_argument("--file-count", type=argtypes.positive, required=True, metavar="N", help="number of files")
-    q.add_argument("--rtt-ms", type=positive_float, required=True, metavar="MS", help="round-trip time in ms")
+    q.add_argument("--rtt-ms", type=argtypes.positive_number, required=True, metavar="MS", help="round-trip time in ms")
     q.add_argument("--buffer", type=argtypes.size, required=True, metavar="BYTES",
                    help="TCP buffer (max receive window), e.g. 512K")
     q.add_argument("--bandwidth", type=argtypes.rate, required=True, metavar="RATE",
@@ -134,19 +108,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="maximise throughput (eq. 5) or minimise energy (eq. 6); default max-throughput")
     q.add_argument("--min-throughput", type=argtypes.rate, metavar="RATE",
                    help="min-energy: the throughput floor T_sla in bits/s, e.g. 150M")
-    q.add_argument("--max-energy", type=positive_float, metavar="JOULES",
+    q.add_argument("--max-energy", type=argtypes.positive_number, metavar="JOULES",
                    help="max-throughput: the energy ceiling E_sla in J")
     q.add_argument("--model", metavar="PATH",
                    help="model file (default: the path `dtune model build` writes, else the shipped demo model)")
     q.add_argument("--json", action="store_true", help="print the answer as one JSON object")
     q.set_defaults(func=run_query)
-
-    m.set_defaults(func=lambda args: _usage(m))
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
 
 
 # -- build -----------------------------------------------------------------------------------

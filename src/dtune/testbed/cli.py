@@ -22,7 +22,7 @@ round-trip time, queue and loss (a userspace emulator here, netem where the
 kernel has it). Needs root. Namespaces are named dtune-ID-client and
 dtune-ID-srv1..N; server N is at 10.77.(N-1).2, the client at 10.77.(N-1).1.
 
-  dtune testbed up bench/scenarios/wan1g-large.toml            # Ctrl-C to stop
+  dtune testbed up scenarios/wan1g-large.toml            # Ctrl-C to stop
   dtune testbed up SCENARIO.toml --id wan --detach             # keeps running
   dtune testbed exec --id wan srv1 -- dtune serve data/ --port 8080
   dtune testbed exec --id wan client -- curl -o /dev/null http://10.77.0.2:8080/f

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
+from dtune.procgroup import stop_group
 from dtune.testbed import netns
 from dtune.testbed.scenario import Link
 from dtune.testbed.tun import open_tun
@@ -195,7 +196,7 @@ class TunLinks:
             # Closing the pipe alone would make the emulator tear the run
             # down itself; SIGTERM first says "stop, the owner cleans up".
             if self.proc is not None:
-                netns.stop_process(self.proc, 3.0)
+                stop_group(self.proc, grace=3.0, group=False)
             os.close(self._watch_w)
             self._watch_w = None
         elif self.proc and self.proc.poll() is None and not self.topo.detach:

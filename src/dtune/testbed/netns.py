@@ -27,7 +27,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dtune.errors import DtuneError
 
@@ -118,30 +117,6 @@ def kill_netns_processes(name: str, grace: float = 2.0) -> None:
                 time.sleep(0.02)
         if not pids:
             return
-
-
-def stop_process(proc: subprocess.Popen[Any], grace: float, *, group: bool = False) -> None:
-    """SIGTERM ``proc`` (its process group when ``group``), wait ``grace`` s, then SIGKILL.
-
-    Gives up after 5 s more: a process that survives SIGKILL that long is
-    stuck in the kernel, and waiting on it would hang the teardown.
-    """
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if group:
-            try:
-                os.killpg(proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(sig)
-        else:
-            proc.send_signal(sig)
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def delete_netns(name: str) -> None:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
+from dtune.procgroup import stop_group
 from dtune.testbed import netns
 from dtune.testbed.links import NetemLinks, Topology, TunLinks, client_addr, netem_available, server_addr
 from dtune.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
@@ -225,7 +226,7 @@ class Testbed:
         if self.detach and self._links_impl is not None and self._state and self._state.owner_pid != os.getpid():
             return  # a detached run lives on; `dtune testbed down` removes it
         for proc in self._procs:
-            netns.stop_process(proc, 2.0, group=True)
+            stop_group(proc, grace=2.0)
         if self._links_impl is not None:
             self._links_impl.close()
         netns.destroy_run(self.id)

@@ -3,6 +3,9 @@
     python tests/data/listings/capture.py nginx    # needs /usr/sbin/nginx
     python tests/data/listings/capture.py apache   # needs /usr/sbin/apache2 (Debian's apache2)
 
+(with dtune importable, e.g. ``PYTHONPATH=src``: nginx runs with the
+configuration of ``dtune.bench.nginx``, as in the tests and benchmarks).
+
 Each run builds the same small tree in a temp dir (names with spaces, unicode,
 '%', '#', '?', '&', quotes and angle brackets, a long name, subdirectories,
 fixed sizes and mtimes), starts the server in the foreground on a free loopback
@@ -22,6 +25,9 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+from dtune.bench.nginx import Listing, LocalNginx, free_port
+from dtune.procgroup import stop_group
 
 HERE = Path(__file__).resolve().parent
 MTIME = 1_700_000_000
@@ -58,12 +64,6 @@ def make_tree(root: Path) -> None:
             os.utime(os.path.join(dirpath, name), (MTIME, MTIME))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_listening(port: int, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -83,37 +83,6 @@ def get(url: str) -> bytes:
         return resp.read()
 
 
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-NGINX_CONF = """
-daemon off;
-master_process off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log;
-events {{ worker_connections 16; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/tmp;
-    proxy_temp_path {prefix}/tmp;
-    fastcgi_temp_path {prefix}/tmp;
-    uwsgi_temp_path {prefix}/tmp;
-    scgi_temp_path {prefix}/tmp;
-    server {{
-        listen 127.0.0.1:{port};
-        location /json/ {{ alias {tree}/; autoindex on; autoindex_format json; }}
-        location /html/ {{ alias {tree}/; autoindex on; }}
-        location /inexact/ {{ alias {tree}/; autoindex on; autoindex_exact_size off; }}
-    }}
-}}
-"""
-
 NGINX_SAMPLES = {
     "nginx_root.json": "/json/",
     "nginx_subdir.json": "/json/sub%20dir/",
@@ -124,21 +93,21 @@ NGINX_SAMPLES = {
 }
 
 
+def save(base: str, samples: dict[str, str]) -> None:
+    """Each sample file next to this script: the response to ``base + path``."""
+    for name, path in samples.items():
+        (HERE / name).write_bytes(get(base + path))
+
+
 def capture_nginx(tmp: Path) -> None:
     tree = tmp / "tree"
     make_tree(tree)
-    (tmp / "tmp").mkdir()
-    port = free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(prefix=tmp, port=port, tree=tree))
-    proc = subprocess.Popen(["/usr/sbin/nginx", "-p", str(tmp), "-e", str(tmp / "error.log"),
-                             "-c", str(conf)])
-    try:
-        wait_listening(port, proc)
-        for name, path in NGINX_SAMPLES.items():
-            (HERE / name).write_bytes(get(f"http://127.0.0.1:{port}{path}"))
-    finally:
-        stop(proc)
+    listings = [Listing(tree, "json", "/json/"), Listing(tree, "html", "/html/"),
+                Listing(tree, "html", "/inexact/", exact_size=False)]
+    # master_process off: one process, running as us, reads the private temporary tree
+    with LocalNginx(tmp / "nginx", listings, binary="/usr/sbin/nginx", master_process=False,
+                    worker_connections=16) as nginx:
+        save(nginx.base, NGINX_SAMPLES)
 
 
 APACHE_CONF = """
@@ -198,10 +167,9 @@ def capture_apache(tmp: Path) -> None:
     proc = subprocess.Popen(["/usr/sbin/apache2", "-d", str(tmp), "-f", str(conf), "-DFOREGROUND"])
     try:
         wait_listening(port, proc)
-        for name, path in APACHE_SAMPLES.items():
-            (HERE / name).write_bytes(get(f"http://127.0.0.1:{port}{path}"))
+        save(f"http://127.0.0.1:{port}", APACHE_SAMPLES)
     finally:
-        stop(proc)
+        stop_group(proc, grace=5, kill_wait=None)
 
 
 def main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
+#!/usr/bin/env python3
 """``dtune serve`` next to nginx on loopback: one big file with curl, many pipelined small requests.
 
-    python -m dtune.server.benchmark [--size-mib 1024] [--rounds 5] [--requests 40000] [--depth 64]
+    python benchmarks/serve_vs_nginx.py [--size-mib 1024] [--rounds 5] [--requests 40000] [--depth 64]
 
 Both servers serve the same temporary directory on 127.0.0.1 and are
 measured alternately, round after round, so that other load on the machine
@@ -15,9 +16,10 @@ which is steadier than throughput on a shared machine.
   counts bytes (every answer has the same length, learned from a first
   request), so it costs far less CPU than either server.
 
-nginx runs with one worker (dtune serve is one process), ``sendfile on``,
-``tcp_nopush on``, ``access_log off``; dtune with ``--quiet``. A benchmark,
-not a test: it needs ``nginx`` and ``curl`` on PATH.
+nginx runs with ``dtune.bench.nginx``'s configuration: one worker (dtune
+serve is one process), ``sendfile on``, ``tcp_nopush on``, ``access_log
+off``; dtune with ``--quiet``. A benchmark, not a test: it needs ``nginx``
+and ``curl`` on PATH.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,34 +35,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-_NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-pid {work}/nginx.pid;
-error_log {work}/nginx-error.log;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 10000000;
-  default_type application/octet-stream;
-  client_body_temp_path {work}/tmp;
-  proxy_temp_path {work}/tmp;
-  fastcgi_temp_path {work}/tmp;
-  uwsgi_temp_path {work}/tmp;
-  scgi_temp_path {work}/tmp;
-  server {{ listen 127.0.0.1:{port}; root {root}; autoindex on; }}
-}}
-"""
+from dtune.bench.nginx import Listing, LocalNginx
+from dtune.serveproc import ServerProcess
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Far more than one round sends on one connection: nginx must never close it mid-measurement.
+KEEPALIVE_REQUESTS = 10_000_000
 
 
 def _cpu_seconds(pids: list[int]) -> float:
@@ -81,17 +62,6 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
-
-
-def _wait_port(port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
 def make_dataset(root: Path, size_mib: int, small_size: int) -> None:
@@ -163,43 +133,29 @@ def curl_speed(url: str) -> float:
     return float(out[0])
 
 
+@dataclass
 class _Server:
-    def __init__(self, name: str, port: int, proc: subprocess.Popen[bytes], cpu_pids: Callable[[], list[int]]):
-        self.name, self.port, self.proc, self.cpu_pids = name, port, proc, cpu_pids
+    name: str
+    port: int
+    cpu_pids: Callable[[], list[int]]
+    stop: Callable[[], None]
 
     def cpu(self) -> float:
         return _cpu_seconds(self.cpu_pids())
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
 
 def start_nginx(work: Path, root: Path) -> _Server:
-    port = _free_port()
-    (work / "tmp").mkdir(exist_ok=True)
-    conf = work / "nginx.conf"
-    conf.write_text(_NGINX_CONF.format(work=work, port=port, root=root))
-    exe = shutil.which("nginx") or "/usr/sbin/nginx"
-    proc = subprocess.Popen([exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _wait_port(port)
-    return _Server("nginx", port, proc, lambda: _children(proc.pid))
+    nginx = LocalNginx(work, [Listing(root, "html")], sendfile=True, tcp_nopush=True,
+                       keepalive_requests=KEEPALIVE_REQUESTS).start()
+    master = nginx.proc
+    assert master is not None
+    return _Server("nginx", nginx.port, lambda: _children(master.pid), nginx.stop)  # the worker's CPU
 
 
 def start_dtune(root: Path, loop: str) -> _Server:
-    proc = subprocess.Popen([sys.executable, "-m", "dtune", "serve", str(root), "--port", "0", "--quiet",
-                             "--loop", loop], stdout=subprocess.PIPE)
-    line = proc.stdout.readline().decode()  # type: ignore[union-attr]
-    m = re.search(r":(\d+)/$", line.strip())
-    if m is None:
-        proc.kill()
-        raise RuntimeError(f"dtune serve did not start: {line!r}")
-    return _Server(f"dtune ({loop})", int(m.group(1)), proc, lambda: [proc.pid])
+    server = ServerProcess(str(root), extra=["--loop", loop], stderr=sys.stderr).start()
+    pid = server.pid
+    return _Server(f"dtune ({loop})", server.port, lambda: [pid], server.close)
 
 
 def _measure(servers: list[_Server], rounds: int, one: Callable[[_Server], float]) -> dict[str, tuple[list[float], list[float]]]:
@@ -215,7 +171,7 @@ def _measure(servers: list[_Server], rounds: int, one: Callable[[_Server], float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dtune.server.benchmark", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python benchmarks/serve_vs_nginx.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mib", type=int, default=1024, help="big file size (default: %(default)s)")
     ap.add_argument("--small-size", type=int, default=4096, help="small file size (default: %(default)s)")
     ap.add_argument("--requests", type=int, default=40000, help="pipelined GETs per round (default: %(default)s)")
@@ -232,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     servers: list[_Server] = []
     try:
         make_dataset(root, args.size_mib, args.small_size)
-        servers.append(start_nginx(work, root.resolve()))
+        servers.append(start_nginx(work / "nginx", root.resolve()))
         for loop in loops:
             servers.append(start_dtune(root, loop))
         for s in servers:  # warm the page cache and the servers

@@ -77,15 +77,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtune.bench import Echo
 from dtune.bench.config import DatasetSpec
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import PRESETS
-from dtune.testbed.scenario import read_toml
+from dtune.testbed.scenario import DEFAULT_MTU, Link
+from dtune.tomlfile import read_toml, table, tables
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
 SAMPLES = ("random", "grid")
@@ -93,8 +95,6 @@ DEFAULT_TIMEOUT_S = 90.0
 _SWEEP_KEYS = {"runs", "sample", "limit", "seed", "timeout_s", "port", "mtu", "theta"}
 _PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "tcp_buffer", "queue_kb", "loss"}
 _DATASET_KEYS = {"name", "preset", "scale", "seed", "files"}
-
-Echo = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,28 @@ class SweepProfile:
 
     def describe(self) -> str:
         return f"{self.name}: {self.rate_mbit:g} Mbit/s, RTT {self.rtt_ms:g} ms, buffer {self.tcp_buffer} bytes"
+
+    def link(self, rate_mbit: float | None = None) -> Link:
+        """The profile's emulated link; ``rate_mbit`` runs it at another rate (same delay, queue, loss)."""
+        return Link(rate_mbit=self.rate_mbit if rate_mbit is None else rate_mbit, rtt_ms=self.rtt_ms,
+                    queue_kb=self.queue_kb, loss=self.loss)
+
+
+@contextlib.contextmanager
+def profile_testbed(profile: SweepProfile, root: Path, *, port: int, mtu: int = DEFAULT_MTU,
+                    rate_mbit: float | None = None) -> Iterator[tuple[Any, Any]]:
+    """``(testbed, server)``: one link shaped like ``profile`` and ``dtune serve root`` behind it (needs root).
+
+    The client's TCP buffers are capped at the profile's ``tcp_buffer``; the
+    server listens on ``port`` in the server namespace.
+    """
+    from dtune.serveproc import ServerProcess
+    from dtune.testbed import Testbed
+
+    with Testbed.from_profile(servers=[profile.link(rate_mbit)], client_rmem=profile.tcp_buffer,
+                              client_wmem=profile.tcp_buffer, mtu=mtu) as tb, \
+            ServerProcess(str(root), host=tb.server_addr(0), port=port, prefix=tb.command("srv1", [])) as srv:
+        yield tb, srv
 
 
 SweepDataset = DatasetSpec  # the same dataset description as the benchmark's [[dataset]]
@@ -145,15 +167,6 @@ class RunSpec:
 
 # -- the scenario file -------------------------------------------------------------------
 
-def _table(where: str, value: Any, allowed: set[str]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise DtuneError(f"{where}: must be a table")
-    unknown = sorted(set(value) - allowed)
-    if unknown:
-        raise DtuneError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
-    return value
-
-
 def _number(where: str, key: str, value: Any, *, integer: bool = False, least: float = 0.0) -> Any:
     ok = isinstance(value, int) if integer else isinstance(value, int | float)
     if isinstance(value, bool) or not ok or value < least:
@@ -162,17 +175,11 @@ def _number(where: str, key: str, value: Any, *, integer: bool = False, least: f
     return value
 
 
-def _tables(where: str, value: Any) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise DtuneError(f"{where}: needs at least one table")
-    return value
-
-
 def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig:
     """A ``SweepConfig`` from parsed TOML (see the module docstring); DtuneError names the bad key."""
-    raw = _table(f"sweep {name}: [sweep]", data.get("sweep", {}), _SWEEP_KEYS)
+    raw = table(f"sweep {name}: [sweep]", data.get("sweep", {}), _SWEEP_KEYS)
     where = f"sweep {name}: [sweep]"
-    theta_raw = _table(f"sweep {name}: [sweep.theta]", raw.get("theta", {}), set(THETA_KEYS))
+    theta_raw = table(f"sweep {name}: [sweep.theta]", raw.get("theta", {}), set(THETA_KEYS))
     theta: dict[str, tuple[int, ...]] = {}
     for key in THETA_KEYS:
         values = theta_raw.get(key, [])
@@ -188,9 +195,9 @@ def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig
     if sample not in SAMPLES:
         raise DtuneError(f"{where}: sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
     profiles = []
-    for i, p in enumerate(_tables(f"sweep {name}: [[profile]]", data.get("profile"))):
+    for i, p in enumerate(tables(f"sweep {name}: [[profile]]", data.get("profile"), required=True)):
         w = f"sweep {name}: profile {i + 1}"
-        p = _table(w, p, _PROFILE_KEYS)
+        p = table(w, p, _PROFILE_KEYS)
         if not isinstance(p.get("name"), str) or not p["name"].strip():
             raise DtuneError(f"{w}: name must be a non-empty string")
         profiles.append(SweepProfile(
@@ -200,9 +207,9 @@ def sweep_from_dict(data: dict[str, Any], *, name: str = "sweep") -> SweepConfig
             queue_kb=None if p.get("queue_kb") is None else float(_number(w, "queue_kb", p["queue_kb"], least=1)),
             loss=float(_number(w, "loss", p.get("loss", 0.0)))))
     datasets = []
-    for i, d in enumerate(_tables(f"sweep {name}: [[dataset]]", data.get("dataset"))):
+    for i, d in enumerate(tables(f"sweep {name}: [[dataset]]", data.get("dataset"), required=True)):
         w = f"sweep {name}: dataset {i + 1}"
-        d = _table(w, d, _DATASET_KEYS)
+        d = table(w, d, _DATASET_KEYS)
         preset = d.get("preset")
         if preset not in PRESETS:
             raise DtuneError(f"{w}: unknown preset {preset!r} (have {', '.join(PRESETS)})")
@@ -364,8 +371,6 @@ class Sweep:
 
     def run(self) -> SweepReport:
         from dtune.history.store import open_store
-        from dtune.serveproc import ServerProcess
-        from dtune.testbed import Link, Testbed
 
         started = time.monotonic()
         allowed, freq_knobs = self._knobs()
@@ -380,12 +385,7 @@ class Sweep:
                 index = 0
                 for name, group in itertools.groupby(self.plan, key=lambda r: r.profile):
                     prof = profiles[name]
-                    link = Link(rate_mbit=prof.rate_mbit, rtt_ms=prof.rtt_ms, queue_kb=prof.queue_kb,
-                                loss=prof.loss)
-                    with Testbed.from_profile(servers=[link], client_rmem=prof.tcp_buffer,
-                                              client_wmem=prof.tcp_buffer, mtu=self.cfg.mtu) as tb, \
-                            ServerProcess(str(data), host=tb.server_addr(0), port=self.cfg.port,
-                                          prefix=tb.command("srv1", [])) as srv:
+                    with profile_testbed(prof, data, port=self.cfg.port, mtu=self.cfg.mtu) as (tb, srv):
                         self.echo(f"sweep: testbed {tb.id} up: {prof.describe()}")
                         for spec in group:
                             index += 1
