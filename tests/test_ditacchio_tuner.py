@@ -7,8 +7,7 @@ import pytest
 from dtune.accounting import PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
 from dtune.tuners import make_tuner
-from dtune.tuners.ditacchio import DiTacchioConstants
-from dtune.tuners.ditacchio_tuner import DiTacchioTuner
+from dtune.tuners.ditacchio import DiTacchioConstants, DiTacchioTuner
 
 MB = 1_000_000
 FACTS = NetworkFacts(rtt=0.040, bandwidth=125e6, tcp_buffer=512 * 1024, how={"rtt": "given"})
@@ -28,10 +27,10 @@ def snap(t: float, nbytes: int, total: int, parts: dict[str, tuple[int, int, int
          joules: float | None = None) -> Snapshot:
     """parts: name → (bytes, bytes_total, files_done, files_total)."""
     views = {n: PartitionView(bytes=b, bytes_resumed=0, bytes_total=bt, rate=0.0, eta=None, files_total=ft,
-                              files_done=fd, channels=0, params={}) for n, (b, bt, fd, ft) in parts.items()}
+                              files_done=fd, lanes=0, params={}) for n, (b, bt, fd, ft) in parts.items()}
     return Snapshot(elapsed=t, bytes=nbytes, bytes_resumed=0, bytes_total=total, rate=0.0, rate_inst=0.0,
                     eta=None, files_total=0, files_done=0, files_skipped=0, files_failed=0, retries=0,
-                    channels=0, rtt=0.040, partitions=views,
+                    connections=0, rtt=0.040, partitions=views,
                     energy=None if joules is None else {"joules": joules, "watts": 0.0, "kind": "estimated"})
 
 
@@ -44,17 +43,17 @@ def make(sla: str = "max-throughput", cores: int = 2, **kw) -> tuple[DiTacchioTu
     return DiTacchioTuner(sla, cpu_time=clock, cores=lambda: cores, **kw), clock
 
 
-def test_plan_takes_channels_and_pp_from_the_initial_rule_with_p_1():
+def test_plan_takes_groups_and_pp_from_the_initial_rule_with_p_1():
     tuner, _ = make()
     plan = tuner.plan([100_000] * 1000, FACTS)
-    # one window-limited stream: 512 KiB / 40 ms = 13.1 MB/s → ceil(125 / 13.1) = 10 channels
+    # one window-limited stream: 512 KiB / 40 ms = 13.1 MB/s → ceil(125 / 13.1) = 10 groups
     assert plan.params == {"small": plan.params["small"]}
     assert (plan.params["small"].cc, plan.params["small"].p, plan.params["small"].pp) == (10, 1, 32)
     assert plan.params["small"].cpu_num == 2
     assert "reference 30 s" in plan.notes[0]
 
 
-def test_channels_are_split_over_size_groups_by_bytes():
+def test_groups_are_split_over_size_partitions_by_bytes():
     tuner, _ = make()
     sizes = [100_000] * 500 + [100 * MB] * 4      # 50 MB of small files, 400 MB of large ones
     plan = tuner.plan(sizes, FACTS)
@@ -92,11 +91,11 @@ def test_energy_variant_steps_on_predicted_energy_from_the_meter():
     tuner.update(10.0, one_group(10, 200 * MB, joules=100.0))     # reference: 10 W × 800 MB / 20 MB/s = 400 J
     ref = tuner.machine_.ref_
     assert ref == pytest.approx(10.0 * 800 * MB / (20 * MB))
-    before = tuner.machine_.channels_
+    before = tuner.machine_.groups_
     d = tuner.update(15.0, one_group(15, 400 * MB, joules=150.0))  # 10 W × 600 MB / 40 MB/s = 150 J: better
     assert tuner.machine_.state_ == "INCREASE"
     assert d is None or "J predicted" in d.reason
-    assert tuner.machine_.channels_ == min(32, before + 6)
+    assert tuner.machine_.groups_ == min(32, before + 6)
 
 
 def test_energy_variant_without_a_meter_reads_throughput_and_says_so():
@@ -147,7 +146,7 @@ def test_explicit_cc_and_pp_are_never_changed():
         assert d is None or (d.params["small"].cc, d.params["small"].pp) == (3, 2)
 
 
-def test_a_finished_group_hands_its_channels_to_the_others():
+def test_a_finished_partition_hands_its_groups_to_the_others():
     tuner, _ = make()
     plan = tuner.plan([100_000] * 500 + [100 * MB] * 4, FACTS)
     small_total = sum([100_000] * 500)

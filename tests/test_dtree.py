@@ -19,8 +19,9 @@ from dtune.accounting import PartitionView, Snapshot
 from dtune.errors import DtuneError
 from dtune.model import Model
 from dtune.netfacts import NetworkFacts
-from dtune.tuners import HeuristicTuner, make_tuner
+from dtune.tuners import make_tuner
 from dtune.tuners.dtree import CADENCE, DTreeTuner, default_model_path, period_for, shipped_model_path
+from dtune.tuners.promc import HeuristicTuner
 
 FACTS = NetworkFacts(rtt=0.040, bandwidth=12.5e6, tcp_buffer=460800, how={"rtt": "measured"})
 HTML = [100_000] * 150
@@ -53,10 +54,10 @@ def _no_user_model(tmp_path, monkeypatch):
 
 def snap(t: float, nbytes: int, total: int, joules: float | None = None, rtt: float = 0.040) -> Snapshot:
     view = PartitionView(bytes=nbytes, bytes_resumed=0, bytes_total=total, rate=0.0, eta=None, files_total=150,
-                         files_done=0, channels=0, params={})
+                         files_done=0, lanes=0, params={})
     return Snapshot(elapsed=t, bytes=nbytes, bytes_resumed=0, bytes_total=total, rate=0.0, rate_inst=0.0,
                     eta=None, files_total=150, files_done=0, files_skipped=0, files_failed=0, retries=0,
-                    channels=0, rtt=rtt, partitions={"all": view},
+                    connections=0, rtt=rtt, partitions={"all": view},
                     energy=None if joules is None else {"joules": joules, "watts": 0.0, "kind": "estimated"})
 
 
@@ -175,7 +176,7 @@ def test_nothing_close_falls_back_to_promc_and_says_so(model):
     assert tuner.label == "promc (dtree fallback)"
     assert tuner.get_params()["fallback"]["mode"] == "promc"
     view = PartitionView(bytes=0, bytes_resumed=0, bytes_total=15_000_000_000, rate=0.0, eta=None, files_total=3,
-                         files_done=0, channels=0, params={})
+                         files_done=0, lanes=0, params={})
     s = snap(0, 0, 15_000_000_000)
     s.partitions = {name: view for name in plan.params}
     assert tuner.update(0.0, s) is None                     # ProMC answers from now on

@@ -41,7 +41,7 @@ def setup(params: Params, files: list[FileState], *, policy: object = None,
     part = Partition("all", params)
     part.files = list(files)
     part.queue.extend(files)
-    replicas = max((len(f.sources) for f in files), default=1)
+    replicas = max((len(f.replicas) for f in files), default=1)
     sched = Scheduler(options, policy=policy, replicas=replicas)
     shape = sched.reshape(part)
     ids = iter(range(1000))

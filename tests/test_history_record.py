@@ -18,7 +18,7 @@ FACTS = {"rtt_ms": 40.123, "bandwidth_mbps": 1000.0, "tcp_buffer": 6291456, "bdp
 def snapshot(*, elapsed=10.0, moved=1_000_000_000, retries=3, rtt=0.041) -> Snapshot:
     return Snapshot(elapsed=elapsed, bytes=moved, bytes_resumed=0, bytes_total=moved, rate=0.0,
                     rate_inst=0.0, eta=None, files_total=4, files_done=3, files_skipped=0,
-                    files_failed=1, retries=retries, channels=0, rtt=rtt)
+                    files_failed=1, retries=retries, connections=0, rtt=rtt)
 
 
 def params(cc, p=1, pp=4, **extra):

@@ -1,4 +1,4 @@
-"""Multi-source transfers (MDTP, ALGORITHMS.md §3): the sizer on plain numbers, the engine on
+"""Multi-source transfers (MDTP, docs/algorithms.md §3): the sizer on plain numbers, the engine on
 several fake replicas — every replica serves bytes, a killed replica's ranges go to the others,
 and no byte is asked twice."""
 
@@ -103,7 +103,7 @@ def test_window_limited_replicas_double_and_step_back_when_it_does_not_pay():
 
 def test_mdtp_starts_enough_connections_for_each_replicas_window():
     from dtune.netfacts import NetworkFacts
-    from dtune.tuners import MdtpTuner
+    from dtune.tuners.mdtp import MdtpTuner
 
     buf = 512 * KIB                               # window 0.7 × 512 KiB = 367 KB
     facts = NetworkFacts(rtt=0.02, bandwidth=125e6, tcp_buffer=buf, how={},
@@ -192,7 +192,7 @@ def test_every_replica_serves_bytes_in_proportion_and_no_byte_is_fetched_twice(t
     share = [sum(e - b for b, e in _served(s)) / len(DATA) for s in servers]
     assert all(x > 0.05 for x in share), share            # every replica was used
     assert share[0] > share[2], share                     # the fastest served more than the slowest
-    sources = result.snapshot.sources
+    sources = result.snapshot.origins
     assert len(sources) == 3 and all(v.bytes > 0 and v.requests > 0 for v in sources.values())
 
 

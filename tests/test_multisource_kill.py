@@ -110,7 +110,7 @@ def test_killing_the_busiest_of_four_real_replicas_half_way_still_gives_an_exact
                     # Kill the replica that has served the most so far: MDTP gives the fastest
                     # replica the largest ranges, so it surely has ranges in flight, and its loss
                     # moves the most bytes onto the others.
-                    served = event["sources"]
+                    served = event["origins"]
                     killed = max(range(len(servers)), key=lambda r: served.get(origins[r], {}).get("bytes", 0))
                     proc = servers[killed].proc
                     assert proc is not None and proc.poll() is None
@@ -140,7 +140,7 @@ def test_killing_the_busiest_of_four_real_replicas_half_way_still_gives_an_exact
         summary = events[-1]
         assert summary["files_verified"] == 1 and summary["files_failed"] == 0
         dead_origin = origins[killed]
-        bytes_of = {o: summary["sources"].get(o, {}).get("bytes", 0) for o in origins}
+        bytes_of = {o: summary["origins"].get(o, {}).get("bytes", 0) for o in origins}
         dead = bytes_of.pop(dead_origin)
         others = sum(bytes_of.values())
         assert 0 < dead < others, (dead, bytes_of)
@@ -150,9 +150,9 @@ def test_killing_the_busiest_of_four_real_replicas_half_way_still_gives_an_exact
         # 2 s), its count stays put while the other three serve the rest
         later = [e for e in events if e["event"] == "progress" and e["t"] >= at_kill["t"] + 2.0]
         assert later, "the transfer ended less than 2 s after the kill"
-        assert all(e["sources"].get(dead_origin, {}).get("bytes") == dead for e in later), later
-        others_at_kill = sum(v["bytes"] for o, v in at_kill["sources"].items() if o != dead_origin)
-        assert others_at_kill < sum(v["bytes"] for o, v in later[0]["sources"].items() if o != dead_origin)
+        assert all(e["origins"].get(dead_origin, {}).get("bytes") == dead for e in later), later
+        others_at_kill = sum(v["bytes"] for o, v in at_kill["origins"].items() if o != dead_origin)
+        assert others_at_kill < sum(v["bytes"] for o, v in later[0]["origins"].items() if o != dead_origin)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
         shutil.rmtree(out_dir, ignore_errors=True)

@@ -101,12 +101,12 @@ def _steals(events: list[dict]) -> list[dict]:
 def _written(result: TransferResult) -> int:
     """Bytes the engine wrote, over every source (its meters count only bytes written)."""
     assert result.snapshot is not None
-    return sum(v.bytes for v in result.snapshot.sources.values())
+    return sum(v.bytes for v in result.snapshot.origins.values())
 
 
 def _slow_written(result: TransferResult, slow: FakeServer) -> int:
     assert result.snapshot is not None
-    return sum(v.bytes for name, v in result.snapshot.sources.items() if name == slow.base)
+    return sum(v.bytes for name, v in result.snapshot.origins.items() if name == slow.base)
 
 
 def _clip_at_cuts(servers: list[FakeServer], steals: list[dict]) -> list[tuple[int, int]]:

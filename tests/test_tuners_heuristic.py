@@ -1,4 +1,4 @@
-"""Heuristic tuning (ALGORITHMS.md §1): hand-computed tables on plain numbers."""
+"""Heuristic tuning (docs/algorithms.md §1): hand-computed tables on plain numbers."""
 
 from __future__ import annotations
 
@@ -8,23 +8,27 @@ import pytest
 
 from dtune.accounting import PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
-from dtune.tuners import GoLikeTuner, HeuristicTuner, StaticTuner
+from dtune.tuners.golike import GoLikeTuner
 from dtune.tuners.heuristic import (
     HUGE,
     LARGE,
     MEDIUM,
     SMALL,
-    EtaTracker,
     HeuristicConstants,
-    PartitionState,
-    ProMCRebalancer,
     find_optimal_parameters,
-    handover,
-    mc_allocate,
     partition_files,
-    promc_allocate,
     size_class,
 )
+from dtune.tuners.promc import (
+    EtaTracker,
+    HeuristicTuner,
+    PartitionState,
+    ProMCRebalancer,
+    handover,
+    mc_allocate,
+    promc_allocate,
+)
+from dtune.tuners.static import StaticTuner
 
 # 1 Gbit/s · 40 ms · 512 KiB: BW = 125e6 B/s, BDP = 5e6 B
 WAN1G = dict(bw=125e6, bdp=5e6, buf=512 * 1024)
@@ -100,7 +104,7 @@ def test_mc_round_robin_reproduces_the_papers_example():
     assert mc_allocate([SMALL, MEDIUM, LARGE], [100, 100, 100], 8) == {SMALL: 3, MEDIUM: 2, LARGE: 3}
 
 
-def test_mc_never_gives_more_channels_than_files():
+def test_mc_never_gives_more_groups_than_files():
     assert mc_allocate([SMALL, LARGE], [100, 1], 8) == {SMALL: 7, LARGE: 1}
 
 
@@ -139,33 +143,33 @@ def test_eta_tracker_uses_06_04_ewma():
 
 def test_promc_moves_a_channel_only_after_three_periods_and_a_2x_gap():
     tracker = _tracker({SMALL: 10.0, LARGE: 1000.0})
-    states = {SMALL: PartitionState(remaining=10_000, files_left=500, channels=2),   # ETA 1000 s
-              LARGE: PartitionState(remaining=10_000, files_left=20, channels=4)}    # ETA 10 s
+    states = {SMALL: PartitionState(remaining=10_000, files_left=500, groups=2),   # ETA 1000 s
+              LARGE: PartitionState(remaining=10_000, files_left=20, groups=4)}    # ETA 10 s
     r = ProMCRebalancer()
     assert r.decide(states, tracker) is None
     assert r.decide(states, tracker) is None
     move = r.decide(states, tracker)
-    assert move is not None and (move.src, move.dst, move.channels) == (LARGE, SMALL, 1)
+    assert move is not None and (move.src, move.dst, move.groups) == (LARGE, SMALL, 1)
     assert r.decide(states, tracker) is None  # the streak starts again after a move
 
 
-def test_promc_keeps_channels_when_the_gap_is_under_2x():
+def test_promc_keeps_groups_when_the_gap_is_under_2x():
     tracker = _tracker({SMALL: 100.0, LARGE: 150.0})
     # ETA small 100 s with 4 ch → 80 after; ETA large 66.7 s with 4 ch → 88.9 after: 80 < 2·88.9
-    states = {SMALL: PartitionState(remaining=10_000, files_left=500, channels=4),
-              LARGE: PartitionState(remaining=10_000, files_left=20, channels=4)}
+    states = {SMALL: PartitionState(remaining=10_000, files_left=500, groups=4),
+              LARGE: PartitionState(remaining=10_000, files_left=20, groups=4)}
     r = ProMCRebalancer()
     assert all(r.decide(states, tracker) is None for _ in range(5))
 
 
-def test_handover_gives_surplus_channels_to_the_largest_eta():
+def test_handover_gives_surplus_groups_to_the_largest_eta():
     tracker = _tracker({SMALL: 10.0, MEDIUM: 100.0, LARGE: 1000.0})
-    states = {SMALL: PartitionState(remaining=10_000, files_left=500, channels=4),
-              MEDIUM: PartitionState(remaining=10_000, files_left=500, channels=4),
-              LARGE: PartitionState(remaining=0, files_left=0, channels=3)}
+    states = {SMALL: PartitionState(remaining=10_000, files_left=500, groups=4),
+              MEDIUM: PartitionState(remaining=10_000, files_left=500, groups=4),
+              LARGE: PartitionState(remaining=0, files_left=0, groups=3)}
     moves = handover(states, tracker)
-    assert [(m.src, m.dst, m.channels) for m in moves] == [(LARGE, SMALL, 3)]
-    assert states[SMALL].channels == 7 and states[LARGE].channels == 0
+    assert [(m.src, m.dst, m.groups) for m in moves] == [(LARGE, SMALL, 3)]
+    assert states[SMALL].groups == 7 and states[LARGE].groups == 0
 
 
 def _facts() -> NetworkFacts:
@@ -175,11 +179,11 @@ def _facts() -> NetworkFacts:
 def _snap(parts: dict[str, tuple[int, int, int, int]]) -> Snapshot:
     """parts: name → (bytes, bytes_total, files_total, files_done)."""
     views = {n: PartitionView(bytes=b, bytes_resumed=0, bytes_total=t, rate=0.0, eta=None,
-                              files_total=ft, files_done=fd, channels=0, params={})
+                              files_total=ft, files_done=fd, lanes=0, params={})
              for n, (b, t, ft, fd) in parts.items()}
     return Snapshot(elapsed=0, bytes=0, bytes_resumed=0, bytes_total=0, rate=0, rate_inst=0, eta=None,
                     files_total=0, files_done=0, files_skipped=0, files_failed=0, retries=0,
-                    channels=0, rtt=None, partitions=views)
+                    connections=0, rtt=None, partitions=views)
 
 
 SIZES = [100_000] * 300 + [100_000_000] * 6   # Small 30 MB (> 5·BDP), Large 600 MB
@@ -209,11 +213,11 @@ def test_mc_and_promc_split_max_cc_and_respect_explicit_values():
     assert sum(p.cc for p in promc.params.values()) <= 8
 
 
-def test_promc_hands_channels_over_when_a_partition_runs_out_of_files():
+def test_promc_hands_groups_over_when_a_partition_runs_out_of_files():
     tuner = HeuristicTuner("promc", max_cc=8)
     tuner.plan(SIZES, _facts())
     snap = _snap({SMALL: (100, 30_000_000, 300, 10), LARGE: (300_000_000, 600_000_000, 6, 5)})
-    decision = tuner.update(1.0, snap)  # Large has 1 file left but 6 channels: 5 go to Small
+    decision = tuner.update(1.0, snap)  # Large has 1 file left but 6 groups: 5 go to Small
     assert decision is not None
     assert decision.params[LARGE].cc == 1 and decision.params[SMALL].cc == 7
     assert "largest ETA" in decision.reason

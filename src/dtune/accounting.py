@@ -22,12 +22,12 @@ EWMA_ALPHA = 0.3  # weight of the newest one-second sample; ~3 s memory, steady 
 class Meter:
     """Counters for one lane (or anything that moves bytes)."""
 
-    __slots__ = ("bytes", "requests", "source", "partition")
+    __slots__ = ("bytes", "requests", "origin", "partition")
 
-    def __init__(self, source: str, partition: str) -> None:
+    def __init__(self, origin: str, partition: str) -> None:
         self.bytes = 0
         self.requests = 0
-        self.source = source
+        self.origin = origin
         self.partition = partition
 
 
@@ -63,12 +63,12 @@ class PartitionView:
     eta: float | None
     files_total: int
     files_done: int
-    channels: int
+    lanes: int
     params: Params
 
 
 @dataclass(slots=True)
-class SourceView:
+class OriginView:
     bytes: int
     requests: int
     rate: float
@@ -88,10 +88,10 @@ class Snapshot:
     files_skipped: int
     files_failed: int
     retries: int
-    channels: int
+    connections: int           # open now
     rtt: float | None          # seconds, median of recent connect times
     partitions: dict[str, PartitionView] = field(default_factory=dict)
-    sources: dict[str, SourceView] = field(default_factory=dict)
+    origins: dict[str, OriginView] = field(default_factory=dict)
     # energy so far, when a meter runs: {"joules", "watts", "kind": "measured"|"estimated"}
     energy: dict | None = None
 
@@ -122,20 +122,20 @@ class Accounting:
         self.partition_params: dict[str, Params] = {}
         self._rate = Rate()
         self._partition_rates: dict[str, Rate] = {}
-        self._source_rates: dict[str, Rate] = {}
-        self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (source, partition) → [bytes, requests]
+        self._origin_rates: dict[str, Rate] = {}
+        self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (origin, partition) → [bytes, requests]
         self.open_connections = 0
 
     # ---- registration (engine) -------------------------------------------
-    def meter(self, source: str, partition: str) -> Meter:
-        m = Meter(source, partition)
+    def meter(self, origin: str, partition: str) -> Meter:
+        m = Meter(origin, partition)
         self.meters.append(m)
         return m
 
     def retire(self, m: Meter) -> None:
         """Fold a retired lane's counters into the totals so the list stays short."""
         self.meters.remove(m)
-        acc = self._retired_bytes.setdefault((m.source, m.partition), [0, 0])
+        acc = self._retired_bytes.setdefault((m.origin, m.partition), [0, 0])
         acc[0] += m.bytes
         acc[1] += m.requests
 
@@ -146,35 +146,35 @@ class Accounting:
     def _sums(self) -> tuple[int, dict[str, int], dict[str, list[int]]]:
         total = 0
         by_part: dict[str, int] = {}
-        by_source: dict[str, list[int]] = {}
-        items = [((m.source, m.partition), (m.bytes, m.requests)) for m in self.meters]
+        by_origin: dict[str, list[int]] = {}
+        items = [((m.origin, m.partition), (m.bytes, m.requests)) for m in self.meters]
         items += [(k, (v[0], v[1])) for k, v in self._retired_bytes.items()]
-        for (source, part), (nbytes, nreq) in items:
+        for (origin, part), (nbytes, nreq) in items:
             total += nbytes
             by_part[part] = by_part.get(part, 0) + nbytes
-            src = by_source.setdefault(source, [0, 0])
+            src = by_origin.setdefault(origin, [0, 0])
             src[0] += nbytes
             src[1] += nreq
-        return total, by_part, by_source
+        return total, by_part, by_origin
 
     def tick(self, now: float) -> None:
-        total, by_part, by_source = self._sums()
+        total, by_part, by_origin = self._sums()
         self._rate.update(total, now)
         for name, value in by_part.items():
             self._partition_rates.setdefault(name, Rate()).update(value, now)
-        for name, (value, _) in by_source.items():
-            self._source_rates.setdefault(name, Rate()).update(value, now)
+        for name, (value, _) in by_origin.items():
+            self._origin_rates.setdefault(name, Rate()).update(value, now)
 
     def snapshot(self, now: float) -> Snapshot:
-        total, by_part, by_source = self._sums()
+        total, by_part, by_origin = self._sums()
         remaining = None
         if self.bytes_total is not None:
             remaining = max(0, self.bytes_total - self.bytes_resumed - total)
         rate = self._rate.value
         eta = remaining / rate if remaining is not None and rate > 0 else None
-        channels_by_part: dict[str, int] = {}
+        lanes_by_part: dict[str, int] = {}
         for m in self.meters:
-            channels_by_part[m.partition] = channels_by_part.get(m.partition, 0) + 1
+            lanes_by_part[m.partition] = lanes_by_part.get(m.partition, 0) + 1
         parts = {}
         for name, (ptotal, pfiles, pdone, presumed) in self.partition_totals.items():
             got = by_part.get(name, 0)
@@ -183,15 +183,15 @@ class Accounting:
             parts[name] = PartitionView(
                 bytes=got, bytes_resumed=presumed, bytes_total=ptotal, rate=prate,
                 eta=(left / prate if prate > 0 else None) if left else 0.0,
-                files_total=pfiles, files_done=pdone, channels=channels_by_part.get(name, 0),
+                files_total=pfiles, files_done=pdone, lanes=lanes_by_part.get(name, 0),
                 params=self.partition_params[name])
-        sources = {name: SourceView(v[0], v[1], self._source_rates.get(name, Rate()).value)
-                   for name, v in by_source.items()}
+        origins = {name: OriginView(v[0], v[1], self._origin_rates.get(name, Rate()).value)
+                   for name, v in by_origin.items()}
         rtt = statistics.median(self.rtts) if self.rtts else None
         return Snapshot(
             elapsed=now - self.start, bytes=total, bytes_resumed=self.bytes_resumed,
             bytes_total=self.bytes_total, rate=rate, rate_inst=self._rate.inst, eta=eta,
             files_total=self.files_total, files_done=self.files_done,
             files_skipped=self.files_skipped, files_failed=self.files_failed,
-            retries=self.retries, channels=self.open_connections, rtt=rtt,
-            partitions=parts, sources=sources)
+            retries=self.retries, connections=self.open_connections, rtt=rtt,
+            partitions=parts, origins=origins)

@@ -9,7 +9,6 @@ tunables are ``dtune.engine.options.EngineOptions``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, replace
 
 MIB = 1 << 20
@@ -55,22 +54,3 @@ class Params:
     def __str__(self) -> str:
         lanes = "" if self.lanes is None else f" lanes={list(self.lanes)}"
         return f"cc={self.cc} p={self.p} pp={self.pp}{lanes}"
-
-
-def default_params(file_count: int, avg_size: float | None, *, budget: int = 16) -> Params:
-    """dtune's defaults before a tuner refines them.
-
-    ``budget`` TCP connections in total: many small files get many channel
-    groups with pipelining; few large files get the connections as
-    parallel streams. (The heuristic tuner replaces this with Algorithm 1.)
-    """
-    files = max(1, file_count)
-    cc = min(budget, files)
-    large = avg_size is None or avg_size > 2 * DEFAULT_SPLIT_THRESHOLD
-    p = max(1, budget // cc) if large else 1
-    pp = 2 if large else 8
-    return Params(cc=cc, p=min(p, budget), pp=pp)
-
-
-def ceil_div(a: float, b: float) -> int:
-    return int(math.ceil(a / b))

@@ -48,14 +48,14 @@ class JsonReporter:
                     "rate_mbps": round(snap.mbps, 3), "eta": None if snap.eta is None else round(snap.eta, 1),
                     "files_done": snap.files_done + snap.files_skipped, "files_total": snap.files_total,
                     "files_failed": snap.files_failed, "retries": snap.retries,
-                    "channels": snap.channels,
+                    "connections": snap.connections,
                     "rtt_ms": None if snap.rtt is None else round(snap.rtt * 1000, 2),
                     "partitions": {k: {"bytes": v.bytes, "rate_mbps": round(v.rate * 8 / 1e6, 3),
-                                       "eta": v.eta, "channels": v.channels, "params": v.params.as_dict()}
+                                       "eta": v.eta, "lanes": v.lanes, "params": v.params.as_dict()}
                                    for k, v in snap.partitions.items()},
-                    "sources": {k: {"bytes": v.bytes, "requests": v.requests,
+                    "origins": {k: {"bytes": v.bytes, "requests": v.requests,
                                     "rate_mbps": round(v.rate * 8 / 1e6, 3)}
-                                for k, v in snap.sources.items()}})
+                                for k, v in snap.origins.items()}})
 
     def summary(self, result: TransferResult, seconds: float) -> None:
         self.event({"event": "summary", **summary_fields(result, seconds),
@@ -114,8 +114,8 @@ class ConsoleReporter:
                 f"({s['files_skipped']} already complete), {human_bytes(s['bytes'])} in "
                 f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
         print(line, flush=True)
-        if len(s["sources"]) > 1:
-            for origin, v in s["sources"].items():
+        if len(s["origins"]) > 1:
+            for origin, v in s["origins"].items():
                 print(f"  {origin}: {human_bytes(v['bytes'])} ({v['share'] * 100:.1f} %) in "
                       f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average")
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
@@ -129,15 +129,15 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
     moved = snap.bytes if snap else 0
     done = sum(1 for f in result.files if f.status == "done")
     skipped = sum(1 for f in result.files if f.status == "skipped")
-    sources = {}
+    origins = {}
     if snap is not None:
-        for origin, view in snap.sources.items():
-            sources[origin] = {"bytes": view.bytes, "requests": view.requests,
+        for origin, view in snap.origins.items():
+            origins[origin] = {"bytes": view.bytes, "requests": view.requests,
                                "mean_request": round(view.bytes / view.requests) if view.requests else 0,
                                "share": round(view.bytes / moved, 4) if moved else 0.0}
-    used = sum(1 for v in sources.values() if v["share"] >= 0.01)
-    return {"sources": sources,
-            "replica_utilisation": round(used / len(sources), 3) if sources else None,
+    used = sum(1 for v in origins.values() if v["share"] >= 0.01)
+    return {"origins": origins,
+            "replica_utilisation": round(used / len(origins), 3) if origins else None,
             "files_total": len(result.files), "files_verified": done + skipped,
             "files_skipped": skipped, "files_failed": len(result.failed), "bytes": moved,
             "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),

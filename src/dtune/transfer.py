@@ -24,7 +24,7 @@ from dtune.http.client import Fetcher
 from dtune.netfacts import NetworkFacts
 from dtune.netprobe import gather_facts
 from dtune.params import Params
-from dtune.tuners import Tuner, TunerPlan, make_tuner
+from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
 DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
@@ -56,9 +56,9 @@ class TransferPlan:
     max_energy_j: float | None = None  # its energy ceiling (max-throughput), J
     model: str | None = None           # its model file (default: dtune model build's path)
 
-    def fixed(self) -> dict[str, int]:
+    def fixed(self) -> Fixed:
         """The parameters the user set explicitly: no tuner may change them."""
-        return {n: getattr(self, n) for n in ("cc", "p", "pp") if getattr(self, n) is not None}
+        return Fixed(cc=self.cc, p=self.p, pp=self.pp)
 
 
 async def plan_tuning(plan: TransferPlan, specs: list,
@@ -82,7 +82,7 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
           "facts": facts.as_dict() if tuner.needs_facts else None,
           "params": {n: p.as_dict() for n, p in tplan.params.items()},
-          "fixed": plan.fixed(), "reason": tplan.notes})
+          "fixed": plan.fixed().as_dict(), "reason": tplan.notes})
     return tuner, tplan, (facts if tuner.needs_facts else None)
 
 

@@ -15,7 +15,9 @@ from dtune.errors import DtuneError, UsageError
 from dtune.loop import run_async
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
 from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan, transfer
-from dtune.tuners import TUNERS
+from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
+from dtune.tuners.registry import TUNERS
+from dtune.tuners.registry import help_text as tuner_help
 
 HELP = """\
 Fetch SOURCE(s) into DIR and verify every file.
@@ -43,20 +45,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created)")
     tuning = p.add_argument_group("tuning (unset values are chosen by dtune)")
     tuning.add_argument("--cc", type=argtypes.positive, metavar="N",
-                        help="concurrency: files in flight at once (channel groups)")
+                        help="concurrency: files in flight at once (groups)")
     tuning.add_argument("-p", "--parallelism", type=argtypes.positive, metavar="N", dest="p",
-                        help="parallel TCP streams (connections) per file")
+                        help="parallelism: TCP connections (lanes) per file")
     tuning.add_argument("--pp", type=argtypes.positive, metavar="N",
                         help="pipelining: requests outstanding on one connection")
-    tuning.add_argument("--tuner", choices=TUNERS, default="auto",
-                        help="how unset parameters are chosen and revised: auto (dtree when a model "
-                             "was built with `dtune model build` and knows this kind of transfer, else "
-                             "promc), promc (size partitions, δ-weighted channels, online re-allocation), "
-                             "mc, sc, golike (GO-like approximation), static (fixed values), dtree "
-                             "(history-learned decision trees, see --sla), ditacchio-max / "
-                             "ditacchio-energy (Di Tacchio et al. baselines); default auto")
+    tuning.add_argument("--tuner", choices=TUNERS, default=DEFAULT_TUNER, help=tuner_help())
     tuning.add_argument("--max-cc", type=argtypes.positive, default=DEFAULT_MAX_CC, metavar="N",
-                        help=f"most channels (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
+                        help=f"most groups (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
     tuning.add_argument("--partitions", type=int, choices=range(1, 5), default=DEFAULT_PARTITIONS,
                         metavar="1-4", help="most size partitions (default 2)")
     tuning.add_argument("--bandwidth", type=argtypes.rate, metavar="RATE",

@@ -1,6 +1,6 @@
 """Energy: RAPL measurement, a CPU-time estimate where RAPL is absent, and the kernel knobs.
 
-ALGORITHMS.md §2.5. ``open_meter()`` gives the RAPL reader when its counters
+docs/algorithms.md §2.5. ``open_meter()`` gives the RAPL reader when its counters
 can be read and the estimate otherwise, with the reason; both have
 ``idle_baseline()``, ``start()``, ``sample()``, ``stop() -> EnergyResult`` and a
 ``kind`` of "measured" or "estimated" that goes into the history's

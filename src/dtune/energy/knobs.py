@@ -1,4 +1,4 @@
-"""Kernel-layer knobs: cpu_num (CPU affinity) and cpu_freq (cpufreq limits) — ALGORITHMS.md §2.5.
+"""Kernel-layer knobs: cpu_num (CPU affinity) and cpu_freq (cpufreq limits) — docs/algorithms.md §2.5.
 
 cpu_num  The transfer's threads are pinned to the first n CPUs the process
          was allowed when the knobs were created (``sched_setaffinity`` on

@@ -1,4 +1,4 @@
-"""Measured energy from Intel/AMD RAPL counters under ``/sys/class/powercap`` (ALGORITHMS.md §2.5).
+"""Measured energy from Intel/AMD RAPL counters under ``/sys/class/powercap`` (docs/algorithms.md §2.5).
 
 The kernel's powercap framework exposes one directory per RAPL zone, named
 ``intel-rapl:<package>`` with sub-zones ``intel-rapl:<package>:<n>`` (AMD

@@ -44,6 +44,7 @@ from dtune.engine.outcomes import (
     Failed,
     FailFile,
     Failure,
+    FileChanged,
     Finished,
     RangeIgnored,
     Redirected,
@@ -54,7 +55,6 @@ from dtune.engine.outcomes import (
     Retry,
     Settle,
     SizeLearned,
-    SourceChanged,
     after_change,
     after_failure,
 )
@@ -105,7 +105,7 @@ class Engine:
             f = FileState(i, spec, path, name)
             self.files.append(f)
             self.partitions[name].files.append(f)
-        replicas = max((len(f.sources) for f in self.files), default=1)
+        replicas = max((len(f.replicas) for f in self.files), default=1)
         self.health = ReplicaHealth(replicas, self.options)
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
@@ -334,7 +334,7 @@ class Engine:
             return False
         self.acct.add_rtt(self.now() - started)
         lane.conn = conn
-        lane.meter.source = str(origin)
+        lane.meter.origin = str(origin)
         self.acct.open_connections += 1
         if lane.retiring or job.file.status not in ("queued", "active"):
             self._unassign(job)
@@ -362,7 +362,7 @@ class Engine:
             self._learn_size(job.file, what.size, job)
         elif isinstance(what, RangeIgnored):
             self._to_single_stream(job.file, job)
-        elif isinstance(what, SourceChanged):
+        elif isinstance(what, FileChanged):
             self._restart_file(job.file, what.reason)
         elif isinstance(what, Redirected):
             self._redirect(job, what.location)
@@ -417,7 +417,7 @@ class Engine:
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before, failures=f.failures,
-                       replica=job.replica if len(f.sources) > 1 else None)
+                       replica=job.replica if len(f.replicas) > 1 else None)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
         if action is None:
@@ -471,7 +471,7 @@ class Engine:
         job.file.follow_redirect(job.replica, job.url, location, self.options.max_redirects)
 
     def _restart_file(self, f: FileState, reason: str) -> None:
-        """The source changed under the file: forget every byte of it and start over."""
+        """The file changed on the server: forget every byte of it and start over."""
         f.restarts += 1
         action = after_change(f.restarts, reason, self.options)
         if isinstance(action, FailFile):
@@ -559,7 +559,7 @@ class Engine:
                 snap = self.acct.snapshot(now)
                 for listener in list(self.tick_listeners):
                     listener(snap)
-            if self.scheduler.multi_source:
+            if self.scheduler.multi_replica:
                 snap = snap or self.acct.snapshot(now)
                 self.scheduler.remaining = (None if snap.bytes_total is None else
                                             max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))

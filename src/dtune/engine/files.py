@@ -26,8 +26,8 @@ from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file
 from dtune.http.message import Origin, resolve_location, split_url
 
 
-class Source:
-    """One URL of a file: the primary or a mirror (replica)."""
+class Replica:
+    """One URL of a file: the primary (replica 0) or a mirror."""
 
     __slots__ = ("url", "origin", "target", "etag")
 
@@ -51,7 +51,7 @@ class FileState:
         self.spec = spec
         self.relpath = spec.relpath
         self.url = spec.url                 # the primary URL (recorded in the journal)
-        self.sources = [Source(u) for u in (spec.url, *spec.mirrors)]  # index = replica
+        self.replicas = [Replica(u) for u in (spec.url, *spec.mirrors)]  # index = replica number
         self.size = spec.size
         self.sha256 = spec.sha256.lower() if spec.sha256 else None
         self.final_path = str(final_path)
@@ -116,23 +116,23 @@ class FileState:
         ``asked`` is the URL the redirected request went to; raises HTTPError
         (not retryable) after ``max_redirects`` hops or for a bad target.
         """
-        source = self.sources[replica]
-        if source.url != asked:
-            return  # an earlier answer already moved this source; the request simply goes again
+        rep = self.replicas[replica]
+        if rep.url != asked:
+            return  # an earlier answer already moved this replica; the request simply goes again
         self.redirects += 1
         if self.redirects > max_redirects:
             raise HTTPError(f"{self.relpath}: more than {max_redirects} redirects", retryable=False)
         try:
-            source.move(resolve_location(asked, location))
+            rep.move(resolve_location(asked, location))
         except DtuneError as exc:
             raise HTTPError(f"{self.relpath}: bad redirect: {exc}", retryable=False) from None
 
     def forget(self) -> None:
-        """The source changed under the file: forget every byte and validator, start over."""
+        """The file changed on the server: forget every byte and validator, start over."""
         self.journal_etag = None
         self.etag = None
-        for source in self.sources:
-            source.etag = None
+        for rep in self.replicas:
+            rep.etag = None
         self.gen += 1
         self.close_files()
         self.done = RangeSet()

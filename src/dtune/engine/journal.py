@@ -12,7 +12,7 @@ A line is appended only after the bytes it names were written to the part
 file, so after a crash (SIGKILL, exception) the journal never claims bytes
 that are not there; at worst it lacks the last ones, which are fetched
 again. A torn last line (no newline) is ignored. The header identifies the
-source; if the size or validator no longer matches, the journal and part
+file (URL, size, validator); if the size or validator no longer matches, the journal and part
 file are discarded and the file starts over.
 """
 
@@ -65,7 +65,7 @@ def parse_journal(data: bytes) -> JournalState | None:
 
 
 def header_matches(header: dict, *, url: str, size: int | None, sha256: str | None) -> bool:
-    """Can a journal written with ``header`` be trusted for this source now?"""
+    """Can a journal written with ``header`` be trusted for this file now?"""
     if size is not None and header.get("size") not in (None, size):
         return False
     if sha256 and header.get("sha256") and header["sha256"] != sha256:

@@ -7,8 +7,8 @@ response reveals as they arrive, and how the request ended:
     -------------------  ---------------------------------------------------------------
     SizeLearned(n)       the file is n bytes: plan its ranges
     RangeIgnored         single stream: the server ignores Range, whole-file GETs only
-    SourceChanged(why)   RestartFile (every byte forgotten), or FailFile after max_restarts
-    Redirected(url)      the source moves there, or FailFile after max_redirects
+    FileChanged(why)     RestartFile (every byte forgotten), or FailFile after max_restarts
+    Redirected(url)      the replica's URL moves there, or FailFile after max_redirects
     Finished             done: journal, commit when every byte is on disk
     Failed(error)        ``after_failure``, first match wins:
         the file no longer wants these bytes .................. Settle
@@ -52,7 +52,7 @@ class RangeIgnored:
 
 
 @dataclass(frozen=True, slots=True)
-class SourceChanged:
+class FileChanged:
     reason: str
 
 
@@ -71,7 +71,7 @@ class Failed:
     error: Exception
 
 
-Report = SizeLearned | RangeIgnored | SourceChanged | Redirected | Finished | Failed
+Report = SizeLearned | RangeIgnored | FileChanged | Redirected | Finished | Failed
 
 
 # ---- actions: what the engine does -------------------------------------------------------------

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 
 from dtune.engine.outcomes import (
     Failed,
+    FileChanged,
     Finished,
     RangeIgnored,
     Redirected,
     Report,
     SizeLearned,
-    SourceChanged,
     status_error,
 )
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
@@ -83,12 +83,12 @@ class RangeJob:
         self.fd = -1
         self.gen = file.gen       # a restarted or failed file bumps gen: stale responses are dropped
         self.replica = lane.replica
-        source = file.sources[lane.replica]
-        self.origin = source.origin
-        self.url = source.url
+        rep = file.replicas[lane.replica]
+        self.origin = rep.origin
+        self.url = rep.url
         self.t_sent = 0.0
         self.cut = False          # end was moved earlier (the endgame): stop there, drop the connection
-        self.request = build_request("GET", source.origin, source.target,
+        self.request = build_request("GET", rep.origin, rep.target,
                                      (start, end) if ranged and end is not None else None)
 
     def describe(self) -> str:
@@ -125,18 +125,18 @@ class RangeJob:
             raise ProtocolError(f"{f.relpath}: no longer wanted")
         etag = headers.get("etag")
         if etag and status in (200, 206):
-            # Every answer's validator must match the first one seen from this source (or the
+            # Every answer's validator must match the first one seen from this replica (or the
             # journal's, for a resumed file): bytes of two versions are never stitched together.
-            source = f.sources[self.replica]
-            known = source.etag if source.etag is not None else (
+            rep = f.replicas[self.replica]
+            known = rep.etag if rep.etag is not None else (
                 f.journal_etag if self.replica == 0 else None)
             if known is not None and etag != known:
-                when = "during the transfer" if source.etag is not None else "since the last run"
-                self.report(self, SourceChanged(f"{f.relpath}: changed on the server {when} "
+                when = "during the transfer" if rep.etag is not None else "since the last run"
+                self.report(self, FileChanged(f"{f.relpath}: changed on the server {when} "
                                                 f"(ETag {known} → {etag})"))
                 self.superseded = True
                 raise ProtocolError(f"{f.relpath}: changed on the server")
-            source.etag = etag
+            rep.etag = etag
             if self.replica == 0 and f.etag is None:
                 f.etag = etag  # recorded in the journal header
         if status == 206:

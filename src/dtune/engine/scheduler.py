@@ -135,7 +135,7 @@ class Scheduler:
         self._group_ids = 0
 
     @property
-    def multi_source(self) -> bool:
+    def multi_replica(self) -> bool:
         """Several replicas under a range policy: admission, short pipelines and the endgame apply."""
         return self.policy is not None and self.replicas > 1
 
@@ -148,7 +148,7 @@ class Scheduler:
         ``pp × its throughput / the fastest's``, at least 1.
         """
         pp = lane.group.partition.params.pp
-        if not self.multi_source:
+        if not self.multi_replica:
             return pp
         share = self.policy.share(lane.replica)
         return pp if share >= 1.0 else max(1, round(pp * share))
@@ -163,7 +163,7 @@ class Scheduler:
         if self.paused.get(replica, 0.0) > now:
             return None
         for f in group.files:
-            if f.not_before > now or not f.has_work() or replica >= len(f.sources):
+            if f.not_before > now or not f.has_work() or replica >= len(f.replicas):
                 continue
             if (lane.id in f.lanes or len(f.lanes) < p) and self.admits(lane, f, now):
                 return self.carve(f, lane, now)
@@ -179,7 +179,7 @@ class Scheduler:
         return self.carve(f, lane, now)
 
     def admits(self, lane: Lane, f: FileState, now: float) -> bool:
-        """Multi-source: may this lane's replica start the next piece of ``f``?
+        """Several replicas: may this lane's replica start the next piece of ``f``?
 
         The piece is the whole file below the split threshold, else the range
         the policy would size for this replica. A slow replica must not start
@@ -187,7 +187,7 @@ class Scheduler:
         everything else (see ``MdtpSizer.admits``).
         """
         policy = self.policy
-        if not self.multi_source or f.size is None:
+        if not self.multi_replica or f.size is None:
             return True
         unassigned = f.unassigned.total() if f.unassigned is not None else f.size
         if f.size <= self.options.split_threshold:
@@ -225,7 +225,7 @@ class Scheduler:
 
     # ---- the endgame -----------------------------------------------------------------------
     def steal(self, lane: Lane, now: float) -> Piece | Cut | None:
-        """Multi-source endgame: help the partition's other groups finish.
+        """The endgame with several replicas: help the partition's other groups finish.
 
         The queue is empty, so this idle lane first takes unassigned bytes of
         a file another group holds (no more than ``p`` lanes per file is a
@@ -241,7 +241,7 @@ class Scheduler:
         first. The victim stops at the cut and drops its connection
         (``RangeJob.cut``); what it had pipelined behind goes back to the queue.
 
-        With one source this does nothing: measured interleaved on 100 ×
+        With one replica this does nothing: measured interleaved on 100 ×
         2.4 MB files (6 runs) and on MC with 16 groups (3 runs), cutting cost
         25 % (slow connections there are mostly in slow start) and helping
         with other groups' files cost ~10 % with many groups (every idle lane
@@ -249,14 +249,14 @@ class Scheduler:
         """
         policy = self.policy
         opts = self.options
-        if lane.retiring or not self.multi_source:
+        if lane.retiring or not self.multi_replica:
             return None
         partition = lane.group.partition
         for group in partition.groups:
             if group is lane.group:
                 continue
             for f in group.files:
-                if f.not_before <= now and f.has_work() and lane.replica < len(f.sources) \
+                if f.not_before <= now and f.has_work() and lane.replica < len(f.replicas) \
                         and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
@@ -274,7 +274,7 @@ class Scheduler:
                 job = conn.current if conn is not None and other is not lane else None
                 if (job is None or not getattr(job, "ranged", False) or job.status != 206
                         or job.end is None or job.gen != job.file.gen or job.file.size is None
-                        or lane.replica >= len(job.file.sources)):
+                        or lane.replica >= len(job.file.replicas)):
                     continue
                 elapsed = now - max(job.t_sent, other.last_done)  # (pipelined: from the answer before)
                 got = job.pos - job.first

@@ -1,7 +1,7 @@
 """The history's two tables and the record that fills one row of ``transfers``.
 
 ``transfers`` holds one row per transfer: the key attributes the decision
-tree cuts on (ALGORITHMS.md §2.1: avg file size, file count, RTT, TCP buffer,
+tree cuts on (docs/algorithms.md §2.1: avg file size, file count, RTT, TCP buffer,
 bandwidth), the parameters θ = (cc, p, pp, cpu_num, cpu_freq) and the
 outcomes (throughput, energy). ``samples`` holds the per-interval samples
 of a transfer (one a second from ``dtune get``).

@@ -1,6 +1,6 @@
 """Offline decision-tree model: history in, θ = (cc, p, pp, cpu_num, cpu_freq) out.
 
-ALGORITHMS.md §2.2–2.3 after the seed paper ``decision-tree-energy``:
+docs/algorithms.md §2.2–2.3 after the seed paper ``decision-tree-energy``:
 ``DecisionSearchTree`` (Algorithm 1), surfaces and the SLA search
 (Algorithm 2), and the ``LookupTable`` the online phase reads. ``Model``
 ties them together; see ``docs/model.md``.

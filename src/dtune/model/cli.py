@@ -13,7 +13,7 @@ from dtune import argtypes
 from dtune.errors import DtuneError, UsageError
 
 HELP = """\
-The offline decision-tree model (ALGORITHMS.md §2, docs/model.md): two
+The offline decision-tree model (docs/algorithms.md §2, docs/model.md): two
 decision search trees over the history's key attributes (average file size,
 file count, RTT, TCP buffer, bandwidth), throughput and energy surfaces over
 θ = (cc, p, pp, cpu_num, cpu_freq), and lookup tables the online tuner

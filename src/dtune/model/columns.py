@@ -2,7 +2,7 @@
 
 A row is a dict (``dtune history`` rows work as they are) or a row of a
 numpy array whose columns are ``COLUMNS`` in that order. Column names follow
-ALGORITHMS.md §2.1; the history's own names are accepted as aliases
+docs/algorithms.md §2.1; the history's own names are accepted as aliases
 (``rtt_ms`` for ``rtt``, ``tcp_buffer`` for ``buf``, ``bandwidth_mbps`` for
 ``bandwidth``, ``throughput_mbps`` for ``throughput``, ``energy_j`` for
 ``energy``).

@@ -77,7 +77,7 @@ class Answer:
 
 
 class Model:
-    """History-learned θ for a throughput or energy SLA (ALGORITHMS.md §2.2–2.3).
+    """History-learned θ for a throughput or energy SLA (docs/algorithms.md §2.2–2.3).
 
     cut_number, leaf_threshold, same_value, nearest_within
                         the trees' settings (``DecisionSearchTree``)

@@ -1,4 +1,4 @@
-"""Every default of the offline decision-tree model (ALGORITHMS.md §2), named once.
+"""Every default of the offline decision-tree model (docs/algorithms.md §2), named once.
 
 Each is a constructor argument of ``DecisionSearchTree`` or ``Model``; the
 value here is only what you get when you do not say otherwise.

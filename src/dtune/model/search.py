@@ -1,4 +1,4 @@
-"""SLA search over θ (ALGORITHMS.md §2.3; the paper's eqs. 5, 6 and Algorithm 2).
+"""SLA search over θ (docs/algorithms.md §2.3; the paper's eqs. 5, 6 and Algorithm 2).
 
 Candidates are θ points with a throughput and/or energy figure each: either
 the points of a grid evaluated on the fitted surfaces, or — when the

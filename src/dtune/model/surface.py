@@ -1,4 +1,4 @@
-"""Throughput and energy surfaces over θ (ALGORITHMS.md §2.3, Algorithm 2).
+"""Throughput and energy surfaces over θ (docs/algorithms.md §2.3, Algorithm 2).
 
 A surface is a polynomial in the tunable parameters θ = (cc, p, pp,
 cpu_num, cpu_freq) fitted by least squares (scikit-learn

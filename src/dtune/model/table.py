@@ -1,4 +1,4 @@
-"""Lookup table for the online phase (ALGORITHMS.md §2.3–2.4, the paper's §III-E/F).
+"""Lookup table for the online phase (docs/algorithms.md §2.3–2.4, the paper's §III-E/F).
 
 For one *scenario* — a dataset and link: average file size, file count,
 TCP buffer, bandwidth — the table holds the θ that Algorithm 2 returns for

@@ -1,4 +1,4 @@
-"""Decision search tree over the history's key attributes (ALGORITHMS.md §2.2, Algorithm 1).
+"""Decision search tree over the history's key attributes (docs/algorithms.md §2.2, Algorithm 1).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""``--tuner dtree``: online tuning from the history-learned model (ALGORITHMS.md §2.4).
+"""``--tuner dtree``: online tuning from the history-learned model (docs/algorithms.md §2.4).
 
 Theory of operation
 -------------------
@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,8 @@ from dtune.accounting import Snapshot
 from dtune.errors import DtuneError
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params
-from dtune.tuners import Decision, HeuristicTuner, Tuner, TunerPlan
+from dtune.tuners.base import Decision, Fixed, Tuner, TunerPlan, apply_fixed
+from dtune.tuners.promc import HeuristicTuner
 
 SLAS = ("max-throughput", "min-energy")
 FIRST_RETUNE = 10.0                                     # s: Algorithm 3, "approximately 10 seconds"
@@ -116,7 +117,7 @@ class DTreeTuner(Tuner):
                  max_energy: float | None = None, first_retune: float = FIRST_RETUNE,
                  cadence: Sequence[tuple[float, float]] = CADENCE, tolerance: float = TOLERANCE,
                  max_cc: int = 16, max_partitions: int = 2, auto: bool = False,
-                 fixed: dict[str, int] | None = None) -> None:
+                 fixed: Fixed | Mapping[str, int] | None = None) -> None:
         super().__init__(fixed=fixed)
         if sla not in SLAS:
             raise ValueError(f"dtree: sla must be one of {', '.join(SLAS)}, got {sla!r}")
@@ -135,10 +136,7 @@ class DTreeTuner(Tuner):
 
     def get_params(self) -> dict:
         model = self.model if isinstance(self.model, str | Path | None) else "<Model>"
-        out = {**super().get_params(), "sla": self.sla, "model": str(getattr(self, "model_path_", model)),
-               "min_throughput": self.min_throughput, "max_energy": self.max_energy,
-               "first_retune": self.first_retune, "cadence": [list(c) for c in self.cadence],
-               "tolerance": self.tolerance, "auto": self.auto}
+        out = {**super().get_params(), "model": str(getattr(self, "model_path_", model))}
         fallback = getattr(self, "fallback_", None)
         if fallback is not None:
             out["fallback"] = fallback.get_params()
@@ -239,8 +237,8 @@ class DTreeTuner(Tuner):
             return None
 
     def _params(self, theta: Any) -> Params:
-        return Params(cc=self.fixed.get("cc", theta.cc), p=self.fixed.get("p", theta.p),
-                      pp=self.fixed.get("pp", theta.pp), cpu_num=theta.cpu_num, cpu_freq=theta.cpu_freq)
+        return apply_fixed(Params(cc=theta.cc, p=theta.p, pp=theta.pp, cpu_num=theta.cpu_num,
+                                  cpu_freq=theta.cpu_freq), self.fixed)
 
     def _label_of(self, entry: Any) -> float:
         for row in self.table_.entries.values():

@@ -1,13 +1,13 @@
-"""Heuristic protocol tuning: size partitions, Algorithm 1, SC / MC / ProMC.
+"""Heuristic protocol tuning, the part every heuristic shares: size partitions and Algorithm 1.
 
-Pure code after the seed paper ``promc-heuristic-tuning`` (Arslan et al.)
-and ``ALGORITHMS.md`` §1: sizes, bandwidth, RTT and buffer in; partitions,
-parameters and channel moves out. Nothing here reads a clock or a socket;
-the online rules are fed ``(now, bytes)`` observations.
+Pure code after Arslan and Kosar's heuristic tuning (docs/algorithms.md
+§1.1–1.2): sizes, bandwidth, RTT and buffer in; partitions and parameters
+out. The tuners built on it are SC / MC / ProMC (``promc``) and the Di
+Tacchio baselines (``ditacchio``).
 
-Words: a **partition** (the paper's "chunk") is a group of files of one
-size class; a **channel** here is one unit of cc (a file in flight with its
-p streams and pp pipelined requests).
+Words: a **partition** (the paper's "chunk") is a set of files of one size
+class; what the paper calls a channel — one unit of cc, a file in flight
+with its p lanes and pp pipelined requests — is a **group** here.
 """
 
 from __future__ import annotations
@@ -142,152 +142,3 @@ def find_optimal_parameters(avg_size: float, count: int, bdp: float, buf: float,
     pp = max(1, min(fill, k.pp_max))
     p = max(min(p_fill, p_buf), 1)
     return Algorithm1(cc=max(cc, 1), p=p, pp=pp)
-
-
-def mc_allocate(names: Sequence[str], counts: Sequence[int], total_cc: int,
-                k: HeuristicConstants = DEFAULTS) -> dict[str, int]:
-    """§1.4: round-robin over {Huge, Small, Large, Medium}; never more channels than files."""
-    order = [n for n in k.mc_order if n in names]
-    cap = dict(zip(names, counts, strict=True))
-    alloc = {n: 0 for n in names}
-    left = total_cc
-    while left > 0:
-        given = False
-        for name in order:
-            if left == 0:
-                break
-            if alloc[name] < cap[name]:
-                alloc[name] += 1
-                left -= 1
-                given = True
-        if not given:
-            break
-    return alloc
-
-
-def promc_allocate(names: Sequence[str], totals: Sequence[int], counts: Sequence[int], total_cc: int,
-                   k: HeuristicConstants = DEFAULTS) -> dict[str, int]:
-    """§1.5: ``cc_i = floor(totalCC · w_i / Σw)`` with ``w_i = δ_i · totalBytes_i``.
-
-    Leftover channels go first to partitions with none, then one at a time
-    to the partition with the fewest; no partition gets more channels than files.
-    """
-    weights = {n: k.delta_of(n) * t for n, t in zip(names, totals, strict=True)}
-    cap = dict(zip(names, counts, strict=True))
-    wsum = sum(weights.values()) or 1.0
-    alloc = {n: min(cap[n], math.floor(total_cc * weights[n] / wsum)) for n in names}
-    left = total_cc - sum(alloc.values())
-    while left > 0:
-        open_ = [n for n in names if alloc[n] < cap[n]]
-        if not open_:
-            break
-        empty = [n for n in open_ if alloc[n] == 0]
-        pick = empty[0] if empty else min(open_, key=lambda n: (alloc[n], names.index(n)))
-        alloc[pick] += 1
-        left -= 1
-    return alloc
-
-
-@dataclass(slots=True)
-class PartitionState:
-    """What the online rules observe of one partition each period."""
-
-    remaining: int       # bytes not yet on disk
-    files_left: int      # files not yet finished
-    channels: int        # current cc
-
-
-@dataclass(slots=True)
-class Move:
-    src: str
-    dst: str
-    channels: int
-    reason: str
-
-
-class EtaTracker:
-    """Per-partition throughput EWMA and ETA, updated once a period (§1.4, §1.5)."""
-
-    def __init__(self, k: HeuristicConstants = DEFAULTS) -> None:
-        self.k = k
-        self.thr_: dict[str, float] = {}
-        self._last: dict[str, tuple[float, int]] = {}
-
-    def observe(self, now: float, done_bytes: dict[str, int]) -> None:
-        for name, done in done_bytes.items():
-            if name in self._last:
-                t0, b0 = self._last[name]
-                if now > t0:
-                    inst = (done - b0) / (now - t0)
-                    old = self.thr_.get(name)
-                    self.thr_[name] = inst if old is None else self.k.ewma_old * old + (1 - self.k.ewma_old) * inst
-            self._last[name] = (now, done)
-
-    def eta(self, name: str, remaining: int) -> float:
-        if remaining <= 0:
-            return 0.0
-        thr = self.thr_.get(name, 0.0)
-        return remaining / thr if thr > 0 else math.inf
-
-
-def handover(states: dict[str, PartitionState], tracker: EtaTracker) -> list[Move]:
-    """Channels a partition cannot use go to the partition with the largest ETA.
-
-    The paper hands over when a partition finishes; dtune also hands over the
-    surplus when a partition has fewer unfinished files than channels (those
-    channels would idle until the partition ends).
-    """
-    moves: list[Move] = []
-    for name, st in states.items():
-        surplus = st.channels - st.files_left
-        if surplus <= 0:
-            continue
-        takers = [n for n, s in states.items() if n != name and s.files_left > s.channels]
-        if not takers:
-            continue
-        etas = {n: tracker.eta(n, states[n].remaining) for n in takers}
-        dst = max(takers, key=lambda n: etas[n])
-        give = min(surplus, states[dst].files_left - states[dst].channels)
-        what = "finished" if st.files_left == 0 else f"has {st.files_left} files left"
-        moves.append(Move(name, dst, give, f"partition {name} {what}: {give} channel(s) to {dst} "
-                                           f"(largest ETA {etas[dst]:.1f} s)"))
-        st.channels -= give
-        states[dst].channels += give
-    return moves
-
-
-class ProMCRebalancer:
-    """§1.5 online re-allocation: move one channel from fast to slow after 3 periods."""
-
-    def __init__(self, k: HeuristicConstants = DEFAULTS) -> None:
-        self.k = k
-        self._pair: tuple[str, str] | None = None
-        self._streak = 0
-
-    def decide(self, states: dict[str, PartitionState], tracker: EtaTracker) -> Move | None:
-        live = {n: s for n, s in states.items() if s.files_left > 0}
-        etas = {n: tracker.eta(n, s.remaining) for n, s in live.items()}
-        slow_c = [n for n, s in live.items() if s.files_left > s.channels]
-        fast_c = [n for n, s in live.items() if s.channels > 1]
-        if not slow_c or not fast_c:
-            self._pair, self._streak = None, 0
-            return None
-        slow = max(slow_c, key=lambda n: etas[n])
-        fast = min(fast_c, key=lambda n: etas[n])
-        if slow == fast or math.isinf(etas[fast]):
-            self._pair, self._streak = None, 0
-            return None
-        pair = (slow, fast)
-        self._streak = self._streak + 1 if pair == self._pair else 1
-        self._pair = pair
-        if self._streak < self.k.periods_to_move:
-            return None
-        ns, nf = live[slow].channels, live[fast].channels
-        slow_after = etas[slow] * ns / (ns + 1)
-        fast_after = etas[fast] * nf / (nf - 1)
-        if slow_after < self.k.move_ratio * fast_after:
-            return None
-        self._pair, self._streak = None, 0  # one move at a time: start counting again
-        return Move(fast, slow, 1, f"ProMC: ETA {slow} {etas[slow]:.1f} s vs {fast} {etas[fast]:.1f} s "
-                                   f"for {self.k.periods_to_move} periods; after a move "
-                                   f"{slow_after:.1f} s >= {self.k.move_ratio:g} × {fast_after:.1f} s")

@@ -1,8 +1,10 @@
-"""MDTP: multi-source range sizing by bin packing (ALGORITHMS.md §3).
+"""``--tuner mdtp | static-chunks``: multi-source range sizing by bin packing (docs/algorithms.md §3).
 
-Pure code after the seed paper ``mdtp-multisource``: every finished range
-is an observation ``(replica, lane, bytes, seconds)``; ``size()`` answers
-how many bytes the next range of a lane on that replica should ask for.
+Pure code after Abdollah, Partridge and Shannigrahi's MDTP: every finished
+range is an observation ``(replica, lane, bytes, seconds)``; ``size()``
+answers how many bytes the next range of a lane on that replica should ask
+for. ``MdtpTuner`` plans the connections per replica and drives the sizer
+and the climber; ``StaticChunks`` is the paper's equal-ranges baseline.
 
 The rule, per round:
 
@@ -37,7 +39,13 @@ slowest replica, so new connections are out of slow start when judged.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from dtune.accounting import Snapshot
+from dtune.netfacts import NetworkFacts
+from dtune.params import Params
+from dtune.tuners.base import Decision, Fixed, RangePolicy, Tuner, TunerPlan, apply_fixed
 
 MIB = 1 << 20
 
@@ -63,6 +71,9 @@ class MdtpConstants:
     start_lanes: int = 3          # connections per replica at the start: one window-limited stream
                                   # (512 KiB at 20–60 ms) carries only 50–150 Mbit/s; measured on
                                   # replicas4: 3 → 3.2 s, 1 → 5.7 s, 4 → 3.9 s for 210 MB
+    window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (as
+                                  # HeuristicConstants.window_fraction: Linux advertises rmem × its
+                                  # scaling ratio, measured 0.69 here)
 
 
 DEFAULT = MdtpConstants()
@@ -252,3 +263,86 @@ class StaticChunks:
 
     def rtt_of(self, replica: int) -> float | None:
         return None
+
+
+class MdtpTuner(Tuner):
+    """MDTP (§3): one partition, every replica in use, bin-packed range sizes.
+
+    Starts with enough connections per replica for ``start_rate`` through its
+    window (their first ranges are the probes), sizes every later range with
+    ``MdtpSizer`` and grows the connections of window-limited replicas with
+    ``LaneClimber`` every ``period`` seconds (at least 3 round trips of the
+    slowest replica).
+
+    constants       MDTP's constants (``MdtpConstants``)
+    period          seconds between climbing steps, at least
+    static_chunks   bytes: the static-chunking baseline instead (equal ranges,
+                    one connection per replica, no adaptation)
+    fixed           the user's explicit cc / p / pp, never changed (a fixed p
+                    is spread over the replicas and not climbed)
+    """
+
+    needs_facts = True
+
+    def __init__(self, *, constants: MdtpConstants | None = None, period: float = 1.0,
+                 static_chunks: int | None = None, fixed: Fixed | Mapping[str, int] | None = None) -> None:
+        super().__init__(fixed=fixed)
+        self.constants = constants or MdtpConstants()
+        self.period = period
+        self.static_chunks = static_chunks
+        self.name = self.label = "static-chunks" if static_chunks else "mdtp"
+
+    def plan(self, sizes: Sequence[int | None], facts: NetworkFacts) -> TunerPlan:
+        replicas = max(1, len(facts.replica_origins))
+        self.origins_ = list(facts.replica_origins) or [""]
+        self.buf_ = facts.tcp_buffer
+        k = self.constants
+        window = facts.tcp_buffer * k.window_fraction  # what one connection keeps in flight
+        rtts_s = list(facts.replica_rtt) or [facts.rtt]
+        if self.static_chunks:
+            start = [1] * replicas
+        else:  # enough connections for start_rate through each replica's window
+            start = [min(k.max_lanes, max(k.start_lanes, math.ceil(k.start_rate * rtts_s[min(r, len(rtts_s) - 1)]
+                                                                     / window)))
+                     for r in range(replicas)]
+        cc = max(1, min(len(sizes), 2))
+        # pp 1: a range lasts many round trips by construction (LARGE ≥ 8 BDP of the fastest
+        # replica), so a second one queued behind it only hoards work on one connection (the
+        # 128 MiB file of replicas4: 2.6 s with pp 2, srv1 holding 75 % of the file; 2.1 s with pp 1)
+        self.params_ = apply_fixed(Params(cc=cc, p=replicas, pp=1).spread(start), self.fixed)
+        self.lanes_ = dict(enumerate(self.params_.lanes_per_replica()))
+        self.climber_ = LaneClimber(k)
+        self.next_check_: float | None = None
+        # a climbing step is judged after ≥ 3 round trips of the slowest replica
+        self.step_ = max(self.period, 3 * max(rtts_s))
+        if self.static_chunks:
+            self.policy_: RangePolicy = StaticChunks(self.static_chunks)
+        else:
+            self.policy_ = MdtpSizer(k, rtt=dict(enumerate(facts.replica_rtt)), lanes=self.lanes_,
+                                     window=window)
+        rtts = ", ".join(f"{r * 1000:.1f} ms" for r in facts.replica_rtt)
+        lanes = "/".join(map(str, self.lanes_.values()))
+        note = (f"{self.label}: {replicas} replicas (RTT {rtts}); {lanes} connection(s) each to start"
+                + ("" if self.static_chunks else ", probe ranges then bin-packed sizes"))
+        return TunerPlan(["all"] * len(sizes), {"all": self.params_}, [note], range_policy=self.policy_)
+
+    def update(self, now: float, snap: Snapshot) -> Decision | None:
+        if self.static_chunks or self.fixed.p is not None or "all" not in snap.partitions:
+            return None
+        if self.next_check_ is None:
+            self.next_check_ = now + self.step_
+            return None
+        if now < self.next_check_:
+            return None
+        self.next_check_ = now + self.step_
+        sizer = self.policy_
+        rates = {r: snap.origins[o].rate for r, o in enumerate(self.origins_) if o in snap.origins}
+        limited = {r: sizer.window_limited(r, self.buf_) for r in self.lanes_}
+        active = {r for r in self.lanes_ if r in sizer.thr_}
+        lanes, why = self.climber_.step(self.lanes_, rates, limited, active)
+        if lanes == self.lanes_:
+            return None
+        self.lanes_.clear()
+        self.lanes_.update(lanes)  # the sizer shares this dict
+        self.params_ = self.params_.spread([lanes[r] for r in sorted(lanes)])
+        return Decision({"all": self.params_}, "; ".join(why))

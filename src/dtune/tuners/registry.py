@@ -1,0 +1,136 @@
+"""Which tuners there are: a name, one line of help, how to build it, and the rule behind ``auto``.
+
+``dtune get --tuner`` takes its choices and its help from ``ENTRIES``, and the
+README's tuner table is ``markdown_table()`` (a test keeps the two equal:
+``python -m dtune.tuners.registry`` prints the table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dtune.tuners.base import Fixed, Tuner
+from dtune.tuners.ditacchio import DiTacchioTuner
+from dtune.tuners.dtree import DTreeTuner, default_model_path
+from dtune.tuners.golike import GoLikeTuner
+from dtune.tuners.mdtp import MdtpTuner
+from dtune.tuners.promc import HeuristicTuner
+from dtune.tuners.static import StaticTuner
+
+STATIC_CHUNK = 8 << 20  # the static-chunks baseline's range: the size the MDTP paper compares against
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the user asked for, as every tuner's factory reads it.
+
+    ``min_throughput`` (Mbit/s), ``max_energy`` (J), ``sla`` and ``model`` are
+    the decision-tree tuner's; ``replicas`` and ``files`` feed the auto rule.
+    """
+
+    fixed: Fixed = field(default_factory=Fixed)
+    max_cc: int = 16
+    max_partitions: int = 2
+    replicas: int = 1
+    files: int = 1
+    sla: str | None = None
+    min_throughput: float | None = None
+    max_energy: float | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    name: str
+    summary: str                        # one line, Markdown: the README table and ``--help``
+    build: Callable[[Request], Tuner]
+
+
+def auto_choice(req: Request) -> str:
+    """``auto``: MDTP for one or two files with replicas; else the decision tree when a model
+    file exists (it falls back to ProMC when the model knows nothing close); else ProMC."""
+    if req.replicas > 1 and req.files <= 2:
+        return "mdtp"
+    if Path(req.model or default_model_path()).expanduser().exists():
+        return "dtree"
+    return "promc"
+
+
+def _auto(req: Request) -> Tuner:
+    choice = auto_choice(req)
+    if choice == "dtree":
+        return _dtree(req, auto=True)
+    return BY_NAME[choice].build(req)
+
+
+def _heuristic(mode: str) -> Callable[[Request], Tuner]:
+    return lambda req: HeuristicTuner(mode, max_cc=req.max_cc, max_partitions=req.max_partitions,
+                                      fixed=req.fixed)
+
+
+def _dtree(req: Request, *, auto: bool = False) -> Tuner:
+    return DTreeTuner(req.sla or "max-throughput", model=req.model, min_throughput=req.min_throughput,
+                      max_energy=req.max_energy, max_cc=req.max_cc, max_partitions=req.max_partitions,
+                      auto=auto, fixed=req.fixed)
+
+
+ENTRIES: tuple[Entry, ...] = (
+    Entry("auto", "ProMC; MDTP for one or two files with replicas; the decision tree when a model "
+                  "built by `dtune model build` knows this kind of transfer", _auto),
+    Entry("promc", "size partitions, Algorithm 1 per partition, groups shared by δ-weighted bytes and "
+                   "re-allocated online (docs/algorithms.md §1.5)", _heuristic("promc")),
+    Entry("mc", "size partitions at once, Algorithm 1 per partition, groups dealt round-robin, hand-over "
+                "(§1.4)", _heuristic("mc")),
+    Entry("sc", "size partitions one after another, Algorithm 1 each (§1.3)", _heuristic("sc")),
+    Entry("golike", "one partition, cc/p/pp from a table by average size: GO-like (approximation) (§1.6)",
+          lambda req: GoLikeTuner(fixed=req.fixed)),
+    Entry("static", "fixed cc/p/pp, unset values from a size rule: the baseline every report compares "
+                    "against", lambda req: StaticTuner(fixed=req.fixed)),
+    Entry("mdtp", "several replicas: ranges per replica by bin packing, connections climbed (§3)",
+          lambda req: MdtpTuner(fixed=req.fixed)),
+    Entry("static-chunks", "several replicas, the baseline: equal 8 MiB ranges, one connection each (§3.7)",
+          lambda req: MdtpTuner(static_chunks=STATIC_CHUNK, fixed=req.fixed)),
+    Entry("dtree", "θ from a decision-search-tree model of past transfers, re-tuned online; "
+                   "`--sla max-throughput|min-energy` (§2)", _dtree),
+    Entry("ditacchio-max", "Di Tacchio et al.'s throughput heuristic, as a baseline (§2.6)",
+          lambda req: DiTacchioTuner("max-throughput", fixed=req.fixed)),
+    Entry("ditacchio-energy", "Di Tacchio et al.'s energy heuristic, as a baseline (§2.6)",
+          lambda req: DiTacchioTuner("min-energy", fixed=req.fixed)),
+)
+BY_NAME: dict[str, Entry] = {e.name: e for e in ENTRIES}
+TUNERS: tuple[str, ...] = tuple(BY_NAME)
+DEFAULT = "auto"
+
+
+def make_tuner(name: str, *, fixed: Fixed | Mapping[str, int] | None = None, max_cc: int = 16,
+               max_partitions: int = 2, replicas: int = 1, files: int = 1, sla: str | None = None,
+               min_throughput: float | None = None, max_energy: float | None = None,
+               model: str | None = None) -> Tuner:
+    """The tuner called ``name`` for this request (see ``Request`` for the arguments)."""
+    entry = BY_NAME.get(name)
+    if entry is None:
+        raise ValueError(f"unknown tuner {name!r} (known: {', '.join(TUNERS)})")
+    req = Request(Fixed.of(fixed), max_cc, max_partitions, replicas, files, sla, min_throughput,
+                  max_energy, model)
+    return entry.build(req)
+
+
+def help_text() -> str:
+    """``--tuner``'s help: every tuner with its line."""
+    lines = "; ".join(f"{e.name} ({e.summary.replace('`', '')})" for e in ENTRIES)
+    return f"how unset parameters are chosen and revised: {lines}; default {DEFAULT}"
+
+
+def markdown_table() -> str:
+    """The README's tuner table."""
+    rows = ["| tuner | what it does |", "|---|---|"]
+    for e in ENTRIES:
+        name = f"`{e.name}`" + (" (default)" if e.name == DEFAULT else "")
+        rows.append(f"| {name} | {e.summary.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())
