@@ -57,7 +57,7 @@ def test_fit_builds_two_trees_and_tables(model: Model) -> None:
 
 def test_max_throughput_answer_comes_from_a_good_surface(model: Model) -> None:
     a = model.answer(IMAGES, "max-throughput")
-    assert a.source == "surface" and a.fit_ok
+    assert a.basis == "surface" and a.fit_ok
     assert a.theta is not None and a.theta.cpu_freq is None     # never applied in the history
     assert a.throughput <= 1000 and a.throughput > 800
     assert all(len(path) >= 2 for path in a.matched)

@@ -164,7 +164,7 @@ def test_table_i_model_answers_from_the_two_matched_logs() -> None:
     model = Model(cut_number=TOY_CUT, leaf_threshold=2).fit(table_i_rows())
     attrs = dict(avg_file_size=100e3, file_count=255, rtt=10, buf=200e6, bandwidth=10)
     best = model.answer(attrs, "max-throughput")
-    assert best.n_logs == 2 and best.source == "logs"       # two logs: too few for a surface
+    assert best.n_logs == 2 and best.basis == "logs"       # two logs: too few for a surface
     assert best.theta == Theta(cc=2, p=3, pp=3, cpu_num=4, cpu_freq=1_500_000)   # entry 6: 8 Mbps
     assert best.throughput == 8
     cheap = model.answer(attrs, "min-energy")

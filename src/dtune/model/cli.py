@@ -175,23 +175,23 @@ def run_build(args: argparse.Namespace) -> int:
     from dtune.tuners.dtree import default_model_path
 
     if args.csv:
-        rows, source = read_csv_rows(args.csv), args.csv
+        rows, origin = read_csv_rows(args.csv), args.csv
     elif args.shipped:
         path = shipped_log_path()
-        rows, source = read_csv_rows(str(path)), f"{path} (shipped)"
+        rows, origin = read_csv_rows(str(path)), f"{path} (shipped)"
     else:
-        rows, source = read_history_rows(args.history)
+        rows, origin = read_history_rows(args.history)
     total = len(rows)
     rows, dropped, kind = clean_rows(rows)
     if not rows:
-        raise DtuneError(f"model build: {source}: no usable rows (of {total})")
+        raise DtuneError(f"model build: {origin}: no usable rows (of {total})")
     settings = {k: v for k, v in (("leaf_threshold", args.leaf_threshold), ("cut_number", args.cut_number),
                                   ("degrees", args.degrees)) if v is not None}
     t0 = time.perf_counter()
     try:
         model = Model(**settings).fit(rows)
     except ValueError as exc:
-        raise DtuneError(f"model build: {source}: {exc}") from None
+        raise DtuneError(f"model build: {origin}: {exc}") from None
     seconds = time.perf_counter() - t0
     out = Path(args.out).expanduser() if args.out else default_model_path()
     try:
@@ -200,7 +200,7 @@ def run_build(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise DtuneError(f"model build: cannot write {out}: {exc.strerror or exc}") from None
     bt = model.build_times_
-    report = {"source": source, "rows": total, "logs": bt["logs"], "dropped": dropped,
+    report = {"rows_from": origin, "rows": total, "logs": bt["logs"], "dropped": dropped,
               "dropped_no_key": model.logs_.dropped, "energy_kind": kind, "energy_kinds": model.energy_kinds_,
               "tree_di_s": round(bt["tree_di_s"], 4), "tree_sd_s": round(bt["tree_sd_s"], 4),
               "trees_s": round(bt["trees_s"], 4), "tables": bt["tables"], "tables_s": round(bt["tables_s"], 4),
@@ -212,7 +212,7 @@ def run_build(args: argparse.Namespace) -> int:
     left_out = ", ".join(f"{v} {k}" for k, v in dropped.items())
     if model.logs_.dropped:
         left_out = ", ".join(x for x in (left_out, f"{model.logs_.dropped} without all key attributes") if x)
-    print(f"history: {source}: {total} rows, {bt['logs']} logs used" + (f" (left out: {left_out})" if left_out else ""))
+    print(f"history: {origin}: {total} rows, {bt['logs']} logs used" + (f" (left out: {left_out})" if left_out else ""))
     kinds = ", ".join(f"{v} {k}" for k, v in model.energy_kinds_.items()) or "none"
     print(f"energy figures: {kinds}" + (" — estimated from CPU time, not measured (docs/model.md)"
                                         if kind == "estimated" else ""))
@@ -260,7 +260,7 @@ def run_query(args: argparse.Namespace) -> int:
     ans = model.answer(attrs, args.sla, min_throughput=floor, max_energy=args.max_energy)
     out = {"model": str(path), "sla": args.sla, "attributes": attrs,
            "theta": ans.theta.as_dict() if ans.theta else None, "throughput_mbps": ans.throughput,
-           "energy_j": ans.energy, "source": ans.source, "fit_ok": ans.fit_ok, "bin": ans.bin,
+           "energy_j": ans.energy, "basis": ans.basis, "fit_ok": ans.fit_ok, "bin": ans.bin,
            "matched": {"tree1": list(ans.matched[0]), "tree2": list(ans.matched[1])}, "logs": ans.n_logs,
            "notes": list(ans.notes), "reason": ans.reason}
     if args.json:
@@ -271,7 +271,7 @@ def run_query(args: argparse.Namespace) -> int:
     print(f"θ ({args.sla}): {ans.theta}")
     t = "n/a" if ans.throughput is None else f"{ans.throughput:.1f} Mbit/s"
     e = "n/a" if ans.energy is None else f"{ans.energy:.2f} J"
-    print(f"predicted: throughput {t}, energy {e} (from {ans.source}"
+    print(f"predicted: throughput {t}, energy {e} (from {ans.basis}"
           + ("" if ans.fit_ok is not False else ", surface below the R² threshold") + ")")
     print(f"matched: tree 1 nodes {list(ans.matched[0])}, tree 2 nodes {list(ans.matched[1])}; "
           f"{ans.n_logs} logs")

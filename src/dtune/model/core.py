@@ -67,7 +67,7 @@ class Answer:
     theta: Theta | None
     throughput: float | None = None   # predicted at θ (surface) or observed (logs), Mbit/s
     energy: float | None = None       # likewise, J
-    source: str | None = None         # "surface" or "logs"
+    basis: str | None = None          # "surface" or "logs": what the prediction rests on
     fit_ok: bool | None = None        # the surfaces used reached the R² threshold (None: no surface)
     bin: float | None = None          # the outcome bin chosen
     matched: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())   # node paths in tree 1 and tree 2
@@ -296,10 +296,10 @@ class Model:
         notes += tuple(f"{o} surface: {s[o].note}" for o in ("throughput", "energy") if s[o] and s[o].note)
         i, label, why = select(c, k, bin_width=self._bin_width(k, c), target=target)
         if i is None:
-            return Answer(sla, None, source=c.source, fit_ok=fit_ok, matched=paths, n_logs=len(m.rows),
+            return Answer(sla, None, basis=c.basis, fit_ok=fit_ok, matched=paths, n_logs=len(m.rows),
                           notes=notes, reason=why)
         t, e = _outcome(c, i, k)
-        return Answer(sla, Theta.from_row(c.theta[i]), t, e, c.source, fit_ok, label, paths, len(m.rows), notes)
+        return Answer(sla, Theta.from_row(c.theta[i]), t, e, c.basis, fit_ok, label, paths, len(m.rows), notes)
 
     def query(self, attrs: Mapping[str, object], sla: str = "max-throughput",
               min_throughput: float | None = None, max_energy: float | None = None, **kw: object) -> Theta | None:
@@ -334,7 +334,7 @@ class Model:
             table.bin_width = max(table.bin_width, width)
             for label, i in select_every_bin(c, k, bin_width=width).items():
                 t, e = _outcome(c, i, k)
-                table.entries.setdefault(b, {})[label] = TableEntry(Theta.from_row(c.theta[i]), t, e, c.source)
+                table.entries.setdefault(b, {})[label] = TableEntry(Theta.from_row(c.theta[i]), t, e, c.basis)
         table.build_seconds = clock() - start
         return table
 

@@ -77,7 +77,7 @@ class Candidates:
     theta: np.ndarray
     throughput: np.ndarray | None
     energy: np.ndarray | None
-    source: str                   # "surface" or "logs"
+    basis: str                    # "surface" or "logs": what the prediction rests on
 
 
 @dataclass(frozen=True, slots=True)

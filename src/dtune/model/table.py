@@ -25,15 +25,16 @@ class TableEntry:
     theta: Theta
     throughput: float | None   # predicted (or observed) at θ, Mbit/s
     energy: float | None       # predicted (or observed) at θ, J
-    source: str                # "surface" or "logs"
+    basis: str                 # "surface" or "logs": what the prediction rests on
 
     def to_dict(self) -> dict:
         return {"theta": self.theta.as_dict(), "throughput": self.throughput, "energy": self.energy,
-                "source": self.source}
+                "basis": self.basis}
 
     @classmethod
     def from_dict(cls, d: dict) -> TableEntry:
-        return cls(Theta(**d["theta"]), d["throughput"], d["energy"], d["source"])
+        basis = d["basis"] if "basis" in d else d["source"]  # (model files of earlier versions)
+        return cls(Theta(**d["theta"]), d["throughput"], d["energy"], basis)
 
 
 @dataclass(slots=True)

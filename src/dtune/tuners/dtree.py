@@ -215,7 +215,7 @@ class DTreeTuner(Tuner):
                  f"BW {facts.bandwidth * 8 / 1e6:.0f} Mbit/s ({facts.how.get('bandwidth')})",
                  f"model {self.model_path_}: {ans.n_logs} matched logs (tree 1 path {list(ans.matched[0])}, "
                  f"tree 2 path {list(ans.matched[1])}); SLA answer {ans.theta} "
-                 f"({_fmt(ans.throughput, 'Mbit/s')}, {_fmt(ans.energy, 'J')}, from {ans.source})",
+                 f"({_fmt(ans.throughput, 'Mbit/s')}, {_fmt(ans.energy, 'J')}, from {ans.basis})",
                  f"start: table {self.sla} at RTT bin {table.rtt_bin(self.attrs_['rtt'])}, median "
                  f"{table.outcome} bin {bin_label:g} → {start.theta} ({_fmt(start.throughput, 'Mbit/s')}, "
                  f"{_fmt(start.energy, 'J')} predicted)",

@@ -37,7 +37,7 @@ class HeuristicConstants:
     period: float = 5.0                  # seconds between ETA checks (MC, ProMC)
     ewma_old: float = 0.6                # thr = 0.6·thr + 0.4·inst
     periods_to_move: int = 3             # the same (slow, fast) pair for 3 periods …
-    move_ratio: float = 2.0              # … and slow' >= 2·fast' moves one channel
+    move_ratio: float = 2.0              # … and slow' >= 2·fast' moves one group
     # dtune's refinements of Algorithm 1 (set window_fraction=1, range_pipeline=1 for the paper's):
     window_fraction: float = 0.7         # a stream's window is ~0.7 × the receive buffer (Linux ≥ 6.6
                                          # advertises rmem × its scaling ratio, measured 0.69 here)
