@@ -10,8 +10,8 @@ import asyncio
 import statistics
 import time
 
-from dtune.errors import HTTPError
-from dtune.http.connection import open_connection
+from dtune.errors import DtuneError, HTTPError
+from dtune.http.connection import FutureExchange, open_connection
 from dtune.http.message import build_request, split_url
 from dtune.netfacts import (
     ASSUMED_BANDWIDTH,
@@ -51,27 +51,18 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
     return statistics.median(times) if times else None
 
 
-class _Sink:
+class _Sink(FutureExchange):
     """An exchange that counts body bytes and drops them."""
 
-    def __init__(self, request: bytes, counter: list[int], done: asyncio.Future) -> None:
-        self.request = request
+    def __init__(self, request: bytes, counter: list[int], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(request, loop)
         self.counter = counter
-        self.done = done
 
     def on_headers(self, status: int, headers: dict[str, str]) -> bool:
         return status in (200, 206)
 
     def on_body(self, data: bytes) -> None:
         self.counter[0] += len(data)
-
-    def on_complete(self) -> None:
-        if not self.done.done():
-            self.done.set_result(True)
-
-    def on_error(self, exc: Exception) -> None:
-        if not self.done.done():
-            self.done.set_result(False)
 
 
 async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS,
@@ -99,13 +90,13 @@ async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS
             offset = (i * piece) % max(size - piece, 1)
             while loop.time() < stop and (max_bytes is None or counter[0] < max_bytes):
                 end = min(size, offset + piece)
-                done = loop.create_future()
-                conn.send(_Sink(build_request("GET", origin, target, (offset, end)), counter, done))
+                sink = _Sink(build_request("GET", origin, target, (offset, end)), counter, loop)
+                conn.send(sink)
                 try:
-                    ok = await asyncio.wait_for(done, max(0.05, stop - loop.time()))
-                except TimeoutError:
+                    await asyncio.wait_for(sink.done, max(0.05, stop - loop.time()))
+                except (TimeoutError, DtuneError):
                     return
-                if not ok or not conn.usable:
+                if not conn.usable:
                     return
                 marks.append((loop.time(), counter[0]))
                 offset = end if end < size else 0

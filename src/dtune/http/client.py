@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 
 from dtune.errors import HTTPError
-from dtune.http.connection import Connection, ConnectionClosed, open_connection
+from dtune.http.connection import Connection, ConnectionClosed, FutureExchange, open_connection
 from dtune.http.message import Origin, build_request, resolve_location, split_url
 
 MAX_REDIRECTS = 5
@@ -34,12 +34,12 @@ class FetchResult:
     url: str
 
 
-class _Collect:
+class _Collect(FutureExchange):
     """An exchange that keeps the whole (bounded) body in memory."""
 
     def __init__(self, request: bytes, head: bool, max_bytes: int, url: str,
                  loop: asyncio.AbstractEventLoop) -> None:
-        self.request = request
+        super().__init__(request, loop)
         self.head = head
         self.max_bytes = max_bytes
         self.url = url
@@ -47,7 +47,6 @@ class _Collect:
         self.headers: dict[str, str] = {}
         self.parts: list[bytes] = []
         self.size = 0
-        self.done: asyncio.Future[None] = loop.create_future()
 
     def on_headers(self, status: int, headers: dict[str, str]) -> bool:
         self.status, self.headers = status, headers
@@ -61,14 +60,6 @@ class _Collect:
         if self.size > self.max_bytes:
             raise HTTPError(f"{self.url}: response larger than {self.max_bytes} bytes", retryable=False)
         self.parts.append(data)
-
-    def on_complete(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
-
-    def on_error(self, exc: Exception) -> None:
-        if not self.done.done():
-            self.done.set_exception(exc)
 
 
 class Fetcher:

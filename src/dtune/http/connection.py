@@ -46,6 +46,29 @@ class Exchange(Protocol):
     def on_error(self, exc: Exception) -> None: ...
 
 
+class FutureExchange:
+    """An exchange whose end resolves the future ``done``: None when the response is complete,
+    the error when it fails. Subclasses decide what to do with the head and the body."""
+
+    def __init__(self, request: bytes, loop: asyncio.AbstractEventLoop) -> None:
+        self.request = request
+        self.done: asyncio.Future[None] = loop.create_future()
+
+    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
+        return True
+
+    def on_body(self, data: bytes) -> None:
+        pass
+
+    def on_complete(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+    def on_error(self, exc: Exception) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc)
+
+
 class ConnectionClosed(HTTPError):
     """The connection ended before this exchange's response was complete."""
 

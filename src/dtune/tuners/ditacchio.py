@@ -69,7 +69,7 @@ from dtune.accounting import Snapshot
 from dtune.netfacts import NetworkFacts
 from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params
 from dtune.tuners.base import Decision, Fixed, Tuner, TunerPlan, apply_fixed
-from dtune.tuners.heuristic import HeuristicConstants, partition_files
+from dtune.tuners.heuristic import HeuristicConstants, names_of, partition_files
 
 INCREASE, WARNING, RECOVERY = "INCREASE", "WARNING", "RECOVERY"
 
@@ -268,10 +268,7 @@ class DiTacchioTuner(Tuner):
         self.open_: set[str] = {p.name for p in parts}
         self.cc_ = split_groups(groups, dict(self.totals_))
         params = self._params()
-        partition_of = [""] * len(sizes)
-        for p in parts:
-            for i in p.indices:
-                partition_of[i] = p.name
+        partition_of = names_of(parts, len(sizes))
         notes = [f"{self.label}: BW {facts.bandwidth * 8 / 1e6:.0f} Mbit/s ({facts.how.get('bandwidth')}), "
                  f"RTT {facts.rtt * 1000:.1f} ms ({facts.how.get('rtt')}), buffer {facts.tcp_buffer}; "
                  f"numCh = min(ceil(BW / (buf/RTT)), {k.max_groups}) = {groups}, pp = {self.fixed.pp or self.pp_}, p = {self.fixed.p or 1}; "

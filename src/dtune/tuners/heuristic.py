@@ -112,6 +112,15 @@ def partition_files(sizes: Sequence[int], bw: float, bdp: float, max_partitions:
     return sorted(plans, key=lambda p: p.avg)
 
 
+def names_of(parts: Sequence[PartitionPlan], count: int) -> list[str]:
+    """The partition name of each of ``count`` files (a plan lists its files' indices)."""
+    names = [""] * count
+    for part in parts:
+        for i in part.indices:
+            names[i] = part.name
+    return names
+
+
 @dataclass(frozen=True, slots=True)
 class Algorithm1:
     """findOptimalParameters for one partition (§1.2)."""

@@ -46,6 +46,7 @@ from dtune.tuners.heuristic import (
     DEFAULTS,
     HeuristicConstants,
     find_optimal_parameters,
+    names_of,
     partition_files,
 )
 from dtune.tuners.mdtp import MdtpSizer
@@ -253,10 +254,7 @@ class HeuristicTuner(Tuner):
             cc = promc_allocate(names, [p.total for p in parts], [p.count for p in parts], total_cc, k)
         self.cc_ = cc
         params = {n: self._params_for(n, cc[n]) for n in names}
-        partition_of = [""] * len(sizes)
-        for p in parts:
-            for i in p.indices:
-                partition_of[i] = p.name
+        partition_of = names_of(parts, len(sizes))
         notes = [f"{self.mode}: BW {facts.bandwidth * 8 / 1e6:.0f} Mbit/s ({facts.how.get('bandwidth')}), "
                  f"RTT {facts.rtt * 1000:.1f} ms ({facts.how.get('rtt')}), buffer {facts.tcp_buffer} "
                  f"({facts.how.get('tcp_buffer')}), BDP {facts.bdp:.0f} bytes"]
