@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,15 @@ SLAS = ("max-throughput", "min-energy")
 FIRST_RETUNE = 10.0                                     # s: Algorithm 3, "approximately 10 seconds"
 CADENCE = ((1e6, 10.0), (10e6, 20.0), (math.inf, 30.0))  # (avg file size upper bound, re-tune period s)
 TOLERANCE = 0.8        # measured/predicted at or above this: the path is as the history knew it
+
+
+@dataclass(frozen=True, slots=True)
+class DTreeConstants:
+    """When the tree re-tunes and how it reads a period's outcome (the module docstring, steps 3–4)."""
+
+    first_retune: float = FIRST_RETUNE
+    cadence: tuple[tuple[float, float], ...] = CADENCE
+    tolerance: float = TOLERANCE
 MODEL_FILE = "model.json"
 
 
@@ -102,9 +112,9 @@ class DTreeTuner(Tuner):
                     the default path (``default_model_path``), else the shipped demo model
     min_throughput  T_sla in Mbit/s (min-energy: the floor; max-throughput: ignored)
     max_energy      E_sla in J (max-throughput: the ceiling)
-    first_retune    seconds before the first re-tune (10)
-    cadence         ((avg file size upper bound, period s), ...) after that (10/20/30 s)
-    tolerance       measured/predicted ratio that counts as "as predicted" (0.8)
+    constants       ``DTreeConstants``: seconds before the first re-tune (10), the re-tune
+                    period by average file size after that (10/20/30 s), the
+                    measured/predicted ratio that counts as "as predicted" (0.8)
     max_cc, max_partitions
                     for the ProMC fallback
     auto            chosen by ``--tuner auto``: label it so, and fall back quietly
@@ -114,8 +124,7 @@ class DTreeTuner(Tuner):
     needs_facts = True
 
     def __init__(self, sla: str = "max-throughput", *, model: Any = None, min_throughput: float | None = None,
-                 max_energy: float | None = None, first_retune: float = FIRST_RETUNE,
-                 cadence: Sequence[tuple[float, float]] = CADENCE, tolerance: float = TOLERANCE,
+                 max_energy: float | None = None, constants: DTreeConstants | None = None,
                  max_cc: int = 16, max_partitions: int = 2, auto: bool = False,
                  fixed: Fixed | Mapping[str, int] | None = None) -> None:
         super().__init__(fixed=fixed)
@@ -125,9 +134,7 @@ class DTreeTuner(Tuner):
         self.model = model
         self.min_throughput = min_throughput
         self.max_energy = max_energy
-        self.first_retune = first_retune
-        self.cadence = tuple(cadence)
-        self.tolerance = tolerance
+        self.constants = constants or DTreeConstants()
         self.max_cc = max_cc
         self.max_partitions = max_partitions
         self.auto = auto
@@ -202,7 +209,7 @@ class DTreeTuner(Tuner):
         self.table_ = table
         self.entry_ = start
         self.ref_bytes_ = self._reference_bytes(model)
-        self.size_class_, self.period_ = period_for(avg, self.cadence)
+        self.size_class_, self.period_ = period_for(avg, self.constants.cadence)
         self.tried_: dict[tuple, float] = {}
         self.next_: float | None = None
         self.mark_: dict | None = None
@@ -219,7 +226,7 @@ class DTreeTuner(Tuner):
                  f"start: table {self.sla} at RTT bin {table.rtt_bin(self.attrs_['rtt'])}, median "
                  f"{table.outcome} bin {bin_label:g} → {start.theta} ({_fmt(start.throughput, 'Mbit/s')}, "
                  f"{_fmt(start.energy, 'J')} predicted)",
-                 f"re-tune after {self.first_retune:g} s, then every {self.period_:g} s "
+                 f"re-tune after {self.constants.first_retune:g} s, then every {self.period_:g} s "
                  f"({self.size_class_} files)"]
         notes += [f"model note: {n}" for n in ans.notes]
         return TunerPlan(["all"] * len(sizes), {"all": params}, notes)
@@ -259,7 +266,7 @@ class DTreeTuner(Tuner):
             return self.fallback_.update(now, snap)
         mark = {"t": now, "bytes": snap.bytes, "joules": (snap.energy or {}).get("joules")}
         if self.next_ is None:
-            self.next_ = now + self.first_retune
+            self.next_ = now + self.constants.first_retune
             self.mark_ = mark
             return None
         if now < self.next_:
@@ -304,7 +311,7 @@ class DTreeTuner(Tuner):
         best = row[best_label]
         pred = cur.throughput if cur.throughput else self._label_of(cur)
         ratio = thr / pred if pred and pred > 0 else 1.0
-        if ratio >= self.tolerance:
+        if ratio >= self.constants.tolerance:
             key, how = best_label, f"as predicted or better (×{ratio:.2f}): best bin {best_label:g}"
         else:
             key = (best.throughput or best_label) * ratio
@@ -339,7 +346,7 @@ class DTreeTuner(Tuner):
             if not faster:
                 return None, why + "; no faster entry: kept"
             return min(faster, key=lambda e: (e.energy if e.energy is not None else math.inf)), why
-        if ratio <= 1 / self.tolerance:
+        if ratio <= 1 / self.constants.tolerance:
             key, how = best_label, f"as predicted or better (×{ratio:.2f}): best bin {best_label:g}"
         else:
             key = (best.energy or best_label) * ratio
