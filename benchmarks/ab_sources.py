@@ -5,11 +5,17 @@ change against the commit before it. Each variant is a directory holding a
 dtune `src/` tree (for instance from `git archive REV src | tar -x -C DIR`);
 every repetition runs each variant once, in alternating order, against the
 same `dtune serve` on one testbed link, and the medians of the wall times
-are printed. Outputs are not verified here (the test suite does that); the
-exit status of every run is printed.
+are printed with their spread, and the ratio of every variant to the first.
+Every output is verified against the source tree (size and SHA-256): a run
+that did not deliver every byte is marked and left out of the medians.
+
+The link and dataset come from flags, or from a `dtune bench` scenario
+(`--scenario`: its link, client buffers and first `[[dataset]]`, or the one
+named by `--dataset`):
 
     mkdir -p /tmp/a /tmp/b
     git archive HEAD~1 src | tar -x -C /tmp/a && git archive HEAD src | tar -x -C /tmp/b
+    sudo python benchmarks/ab_sources.py --scenario scenarios/wan1g-small.toml --runs 6 /tmp/a /tmp/b
     sudo python benchmarks/ab_sources.py --rate 400 --rtt 20 --preset images --scale 0.4 \\
         --runs 6 /tmp/a /tmp/b
     sudo python benchmarks/ab_sources.py --preset mixed --scale 0.5 --runs 3 \\
@@ -28,16 +34,21 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
+from dtune.bench.config import DatasetSpec, load_bench
+from dtune.bench.runner import build_dataset
+from dtune.bench.verify import source_digests, verify_output
 from dtune.serveproc import ServerProcess
 from dtune.testbed import Link, Testbed
-from dtune.testbed.datasets import make_dataset
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("variants", nargs="+", metavar="DIR", help="directories holding a dtune src/ tree")
+    ap.add_argument("--scenario", metavar="TOML", help="take link, buffers and dataset from a bench scenario")
+    ap.add_argument("--dataset", metavar="NAME", help="with --scenario: which [[dataset]] (default: the first)")
     ap.add_argument("--rate", type=float, default=1000, help="link Mbit/s (default 1000)")
     ap.add_argument("--rtt", type=float, default=40, help="link RTT in ms (default 40)")
     ap.add_argument("--rmem", type=int, default=512 * 1024, help="client TCP buffer (default 512 KiB)")
@@ -49,14 +60,32 @@ def main(argv: list[str] | None = None) -> int:
     for v in args.variants:
         if not os.path.isdir(os.path.join(v, "src", "dtune")):
             ap.error(f"{v}: no src/dtune inside")
+    if args.scenario:
+        cfg = load_bench(args.scenario)
+        specs = [d for d in cfg.datasets if args.dataset in (None, d.name)]
+        if not specs:
+            ap.error(f"{args.scenario}: no dataset named {args.dataset!r}")
+        spec = specs[0]
+        tb_factory = lambda: Testbed(cfg.scenario)  # noqa: E731
+        where = f"{cfg.name}: {spec.name} over {cfg.scenario.links[0].rate_mbit:g} Mbit/s · " \
+                f"{cfg.scenario.links[0].rtt_ms:g} ms"
+    else:
+        spec = DatasetSpec(name=args.preset, preset=args.preset, scale=args.scale)
+        tb_factory = lambda: Testbed.from_profile([Link(rate_mbit=args.rate, rtt_ms=args.rtt)],  # noqa: E731
+                                                  client_rmem=args.rmem)
+        where = f"{args.preset} × {args.scale:g} over {args.rate:g} Mbit/s · {args.rtt:g} ms"
     data = tempfile.mkdtemp(prefix="dtune-ab-")
     times: dict[str, list[float]] = {v: [] for v in args.variants}
+    bad: dict[str, int] = {v: 0 for v in args.variants}
     try:
-        make_dataset(args.preset, data, scale=args.scale)
-        with Testbed.from_profile([Link(rate_mbit=args.rate, rtt_ms=args.rtt)], client_rmem=args.rmem) as tb, \
+        root = Path(data) / spec.name
+        files = build_dataset(spec, root)
+        digests = source_digests(root, files)
+        print(f"{where}: {len(files)} files, {sum(s for _, s in files) / 1e6:.1f} MB", flush=True)
+        with tb_factory() as tb, \
                 ServerProcess(data, host=tb.server_addr(0), port=8080,
                               prefix=["ip", "netns", "exec", tb.server_ns(0)]):
-            url = f"http://{tb.server_addr(0)}:8080/{args.preset}/"
+            url = f"http://{tb.server_addr(0)}:8080/{spec.name}/"
             for rep in range(args.runs):
                 for v in (args.variants if rep % 2 == 0 else args.variants[::-1]):
                     out = tempfile.mkdtemp(prefix="dtune-ab-out-")
@@ -67,15 +96,29 @@ def main(argv: list[str] | None = None) -> int:
                         t0 = time.monotonic()
                         proc = tb.run("client", argv_, capture_output=True, text=True, env=env)
                         wall = time.monotonic() - t0
+                        verdict = verify_output({rel: Path(out) / rel for rel, _ in files}, digests)
                     finally:
                         shutil.rmtree(out, ignore_errors=True)
-                    times[v].append(wall)
-                    print(f"{v} run {rep + 1}: {wall:.2f} s, exit {proc.returncode}", flush=True)
+                    ok = proc.returncode == 0 and verdict.ok
+                    if ok:
+                        times[v].append(wall)
+                    else:
+                        bad[v] += 1
+                    print(f"{v} run {rep + 1}: {wall:.2f} s, exit {proc.returncode}"
+                          + ("" if ok else f", NOT VERIFIED: {verdict.reason() or proc.stderr.strip()[-200:]}"),
+                          flush=True)
     finally:
         shutil.rmtree(data, ignore_errors=True)
+    first = statistics.median(times[args.variants[0]]) if times[args.variants[0]] else None
     for v, w in times.items():
-        print(f"{v}: median {statistics.median(w):.2f} s, min {min(w):.2f}, max {max(w):.2f} ({len(w)} runs)")
-    return 0
+        if not w:
+            print(f"{v}: no verified run ({bad[v]} failed)")
+            continue
+        med = statistics.median(w)
+        ratio = f", {med / first:.3f}× the first" if first else ""
+        print(f"{v}: median {med:.2f} s, min {min(w):.2f}, max {max(w):.2f} ({len(w)} verified runs"
+              + (f", {bad[v]} failed" if bad[v] else "") + f"){ratio}")
+    return 0 if not any(bad.values()) else 1
 
 
 if __name__ == "__main__":
