@@ -7,6 +7,7 @@ README's tuner table is ``markdown_table()`` (a test keeps the two equal:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,10 +118,14 @@ def make_tuner(name: str, *, fixed: Fixed | Mapping[str, int] | None = None, max
     return entry.build(req)
 
 
+_SECTION = re.compile(r"\s*\((?:docs/algorithms\.md )?§[0-9.–]+\)")
+
+
 def help_text() -> str:
-    """``--tuner``'s help: every tuner with its line."""
-    lines = "; ".join(f"{e.name} ({e.summary.replace('`', '')})" for e in ENTRIES)
-    return f"how unset parameters are chosen and revised: {lines}; default {DEFAULT}"
+    """``--tuner``'s help: every tuner with its line (without the section references)."""
+    lines = "; ".join(f"{e.name} ({_SECTION.sub('', e.summary).replace('`', '')})" for e in ENTRIES)
+    return f"how unset parameters are chosen and revised: {lines}; default {DEFAULT}. " \
+           "docs/algorithms.md describes each"
 
 
 def markdown_table() -> str:
