@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from netns_marks import NEEDS_CURL, NETNS
+from support.marks import NEEDS_CURL, NETNS
 
 from dtune.bench.config import bench_from_dict
 from dtune.bench.runner import Bench

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from netns_marks import NEEDS_CURL, NETNS
+from support.marks import NEEDS_CURL, NETNS
 
 from dtune.testbed import netns
 

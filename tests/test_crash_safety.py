@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fakeserver import Nginx, Unavailable, public_dir
-from hostile.harness import child_env
+from support.harness import child_env
+from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
 from dtune.engine.ranges import RangeSet

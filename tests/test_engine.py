@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeServer, Rule, spans_overlap
+from support.fakeserver import FakeServer, Rule, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult, core

@@ -18,7 +18,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from fakeserver import DtuneServe, FakeServer, Nginx, Rule, Unavailable, free_port, public_dir
+from support.fakeserver import FakeServer, Rule
+from support.realservers import DtuneServe, Nginx, Unavailable, free_port, public_dir
 
 RNG = random.Random(7)
 TREE: dict[str, bytes] = {
@@ -96,7 +97,7 @@ def source(request: pytest.FixtureRequest, tree_dir: Path,
         return
     try:
         if kind == "dtune-serve":
-            server: DtuneServe | Nginx = DtuneServe(tree_dir, child_env(tmp_path_factory.mktemp("serve"))).start()
+            server: DtuneServe | Nginx = DtuneServe(tree_dir, env=child_env(tmp_path_factory.mktemp("serve"))).start()
         else:
             server = Nginx(tree_dir).start()
     except Unavailable as exc:

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeServer, spans_overlap
+from support.fakeserver import FakeServer, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine

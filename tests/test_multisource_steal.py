@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeServer, spans_overlap
+from support.fakeserver import FakeServer, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult

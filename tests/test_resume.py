@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fakeserver import FakeServer, Nginx, Unavailable, public_dir, spans_overlap
+from support.fakeserver import FakeServer, spans_overlap
+from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
 from dtune.engine.options import EngineOptions

@@ -29,9 +29,10 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from hostile.serve_process import STATUS_LINE, Serve, exchange, make_box, request, status_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.rawhttp import STATUS_LINE, exchange, request, status_of
+from support.realservers import DtuneServe, make_box
 
 TOKEN = "FUZZ-SECRET-" + secrets.token_hex(8)
 PUBLIC = b"public bytes for the fuzzer\n"
@@ -88,10 +89,10 @@ payloads = st.one_of(fair, fair, st.lists(fair, min_size=2, max_size=4).map(b"".
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Serve]:
+def server() -> Iterator[DtuneServe]:
     box, root = make_box(TOKEN, PUBLIC)
     try:
-        with Serve(root, "--checksums", env={**os.environ, "XDG_CACHE_HOME": str(box / "cache")}) as serve:
+        with DtuneServe(root, "--checksums", env={**os.environ, "XDG_CACHE_HOME": str(box / "cache")}) as serve:
             yield serve
     finally:
         shutil.rmtree(box, ignore_errors=True)
@@ -108,14 +109,14 @@ def assert_answer(data: bytes) -> None:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(payload=payloads)
 def test_generated_requests_get_a_status_line_or_a_close_and_never_a_secret_byte(
-        server: Serve, payload: bytes) -> None:
+        server: DtuneServe, payload: bytes) -> None:
     data, closed = exchange(server.port, payload, timeout=5)
     assert closed, f"the server neither answered completely nor closed within 5 s: {payload[:120]!r}"
     assert_answer(data)
     assert server.alive(), f"the server died on {payload[:120]!r}"
 
 
-def test_after_the_fuzzing_the_server_still_serves_and_logged_no_internal_error(server: Serve) -> None:
+def test_after_the_fuzzing_the_server_still_serves_and_logged_no_internal_error(server: DtuneServe) -> None:
     data, _ = exchange(server.port, request("/public.txt"))
     assert status_of(data) == 200 and data.endswith(PUBLIC)
     err = server.stderr()

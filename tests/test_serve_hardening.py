@@ -35,16 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hostile.serve_process import (
-    Serve,
-    body_of,
-    connect,
-    exchange,
-    make_box,
-    read_until_closed,
-    request,
-    status_of,
-)
+from support.rawhttp import body_of, connect, exchange, read_until_closed, request, status_of
+from support.realservers import DtuneServe, make_box
 
 TOKEN = "TOP-SECRET-" + secrets.token_hex(8)
 PUBLIC = b"public bytes\n"
@@ -75,7 +67,7 @@ class Watch:
 
 @dataclass
 class Served:
-    serve: Serve
+    serve: DtuneServe
     box: Path
     root: Path
     watch: Watch
@@ -119,7 +111,7 @@ def served() -> Iterator[Served]:
     box, root = make_box(TOKEN, PUBLIC)
     watch = Watch()
     try:
-        with Serve(root, "--checksums", env={**os.environ, "XDG_CACHE_HOME": str(box / "cache")}) as serve:
+        with DtuneServe(root, "--checksums", env={**os.environ, "XDG_CACHE_HOME": str(box / "cache")}) as serve:
             for target, args in ((_slowloris, (serve.port, watch)),
                                  (_idle, (serve.port, watch, "idle", request("/public.txt"))),
                                  (_idle, (serve.port, watch, "silent", b""))):
@@ -249,16 +241,16 @@ def test_request_size_limits_hold_exactly_at_their_documented_values(
 
 # ---- connections --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def small_server() -> Iterator[Serve]:
+def small_server() -> Iterator[DtuneServe]:
     box, root = make_box(TOKEN, PUBLIC)
     try:
-        with Serve(root, "--max-connections", "4") as serve:
+        with DtuneServe(root, "--max-connections", "4") as serve:
             yield serve
     finally:
         shutil.rmtree(box, ignore_errors=True)
 
 
-def test_one_connection_over_max_connections_gets_503_and_a_freed_slot_is_reused(small_server: Serve) -> None:
+def test_one_connection_over_max_connections_gets_503_and_a_freed_slot_is_reused(small_server: DtuneServe) -> None:
     held = [connect(small_server.port) for _ in range(4)]
     try:
         for sock in held:  # each is being served

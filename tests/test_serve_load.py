@@ -31,7 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hostile.serve_process import Serve, exchange, request, status_of
+from support.rawhttp import exchange, request, status_of
+from support.realservers import DtuneServe
 
 CONNECTIONS = 1000
 REQUESTS = 3
@@ -42,7 +43,7 @@ RANGE = (300_000, 700_000)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Serve]:
+def server() -> Iterator[DtuneServe]:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = CONNECTIONS + 256
     if soft != resource.RLIM_INFINITY and soft < want:
@@ -53,7 +54,7 @@ def server() -> Iterator[Serve]:
     try:
         for name, data in FILES.items():
             (root / name).write_bytes(data)
-        with Serve(root, "--max-connections", str(CONNECTIONS + 100)) as serve:
+        with DtuneServe(root, "--max-connections", str(CONNECTIONS + 100)) as serve:
             yield serve
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
@@ -103,7 +104,7 @@ async def _client(port: int, opened: asyncio.Event, all_open: asyncio.Event, don
         writer.close()
 
 
-async def _load(serve: Serve) -> dict[str, object]:
+async def _load(serve: DtuneServe) -> dict[str, object]:
     errors: list[str] = []
     done: list[int] = []
     all_open, release = asyncio.Event(), asyncio.Event()
@@ -129,7 +130,7 @@ async def _load(serve: Serve) -> dict[str, object]:
 
 
 def test_1000_concurrent_keep_alive_connections_are_all_served_with_bounded_memory(
-        server: Serve, record_property) -> None:  # type: ignore[no-untyped-def]
+        server: DtuneServe, record_property) -> None:  # type: ignore[no-untyped-def]
     for target, _rng, expected in PLAN:  # warm-up: imports, MIME table, date cache
         data, _ = exchange(server.port, request(target))
         assert status_of(data) == 200 and data.endswith(expected if not _rng else FILES["big.bin"])

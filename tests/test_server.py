@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hostile.serve_process import request as req
+from support.rawhttp import request as req
 
 from dtune.server import ServerConfig, ServerThread, protocol
 

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from netns_marks import NETNS
+from support.marks import NETNS
 
 from dtune.testbed import Link, Testbed, netns
 

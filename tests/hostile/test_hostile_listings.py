@@ -20,10 +20,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-
-from hostile import hostile_server as hs
-from hostile.conftest import World
-from hostile.harness import (
+from support.fakeserver import hostile as hs
+from support.fakeserver.hostile import World
+from support.harness import (
     assert_exact,
     assert_failed,
     assert_one_line_error,

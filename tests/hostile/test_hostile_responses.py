@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
-from hostile import hostile_server as hs
-from hostile.conftest import World
-from hostile.harness import Outcome, assert_exact, assert_failed, run_both, run_get
+from support.fakeserver import hostile as hs
+from support.fakeserver.hostile import World
+from support.harness import Outcome, assert_exact, assert_failed, run_both, run_get
 
 RNG = random.Random(20240601)
 BIG = RNG.randbytes(3 * 1024 * 1024 + 17)   # above split_threshold: fetched as ranges
@@ -37,7 +36,7 @@ def sha(data: bytes) -> str:
 
 
 # A check beyond the verdict: (outcome of the --json run, GETs the server saw for the file, runs made).
-Check = Callable[[Outcome, list[hs.Seen], int], None]
+Check = Callable[[Outcome, list[hs.Request], int], None]
 
 
 @dataclass
@@ -104,7 +103,7 @@ def routed(kind: str, behaviour: hs.Behaviour | None, data: bytes = SMALL, *, na
 
 # ---- checks beyond the verdict --------------------------------------------------------------------
 def waited_at_least(seconds: float) -> Check:
-    def check(outcome: Outcome, asked: list[hs.Seen], runs: int) -> None:
+    def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         times = sorted(s.at for s in asked)
         assert len(times) >= 2, times
         gap = max(b - a for a, b in zip(times, times[1:], strict=False))
@@ -113,13 +112,13 @@ def waited_at_least(seconds: float) -> Check:
 
 
 def retries_exactly(n: int) -> Check:
-    def check(outcome: Outcome, asked: list[hs.Seen], runs: int) -> None:
+    def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         assert outcome.summary["retries"] == n, outcome.summary
     return check
 
 
 def asked_times(n: int) -> Check:
-    def check(outcome: Outcome, asked: list[hs.Seen], runs: int) -> None:
+    def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         assert len(asked) == n * runs, [s.range for s in asked]
     return check
 
@@ -130,7 +129,7 @@ def redirect_to_other(world: World, tmp: Path) -> Setup:
     world.hostile.files[path] = b"wrong bytes on the first port"
     world.hostile.route(path, hs.redirect(world.other.url(path)))
 
-    def check(outcome: Outcome, asked: list[hs.Seen], runs: int) -> None:
+    def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         assert world.other.gets(path), "the redirect target was never asked"
     return Setup([url_list(tmp, world.hostile.url(path), SMALL, "f.bin")], "f.bin", SMALL, path, check)
 
@@ -161,13 +160,13 @@ def redirect_loop(world: World, tmp: Path) -> Setup:
 
 def closed_mid_pipeline(world: World, tmp: Path) -> Setup:
     """A listing of 40 small files on a server that drops every connection after 3 answers."""
-    srv = world.spawn(close_every=3)
+    srv = world.spawn(close_after=3)
     files = {f"p{i:02d}.bin": RNG.randbytes(20_000 + i) for i in range(40)}
     for name, data in files.items():
         srv.files[f"/d/{name}"] = data
     srv.pages["/d/"] = hs.nginx_json([{"name": n, "type": "file", "size": len(d)} for n, d in files.items()])
 
-    def check(outcome: Outcome, asked: list[hs.Seen], runs: int) -> None:
+    def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         assert len({s.conn for s in srv.seen}) >= 40 // 3, "the server did not drop connections"
         assert sum(1 for s in srv.seen if s.method == "GET") >= 40
     return Setup([srv.url("/d/")], "", b"", "", check, tree=files)
