@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.paths import SAMPLES
 
 from dtune.discovery.entries import Entry
 from dtune.discovery.metalink import looks_like_metalink, parse_metalink
 from dtune.errors import DiscoveryError
 
-SAMPLES = Path(__file__).parent / "data" / "listings"
 SHA = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 HEAD = '<?xml version="1.0" encoding="UTF-8"?>\n<metalink xmlns="urn:ietf:params:xml:ns:metalink">'
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "experiments.py"
+SCRIPT = REPO / "benchmarks" / "experiments.py"
 
 
 @pytest.fixture(scope="module")

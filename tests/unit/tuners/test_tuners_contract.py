@@ -22,9 +22,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from support.paths import REPO as ROOT
 
 from dtune.accounting import OriginView, PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
@@ -32,7 +32,6 @@ from dtune.params import Params
 from dtune.tuners import registry
 from dtune.tuners.base import Fixed, Tuner, TunerPlan, _init_params
 
-ROOT = Path(__file__).resolve().parents[1]
 KB, MB = 1000, 1000 * 1000
 SIZES = [100 * KB] * 40 + [8 * MB] * 10 + [300 * MB] * 3     # small, medium and large files
 ORIGINS = ["http://a.test", "http://b.test", "http://c.test"]

@@ -6,6 +6,7 @@ No namespaces or root needed: the link model (``Direction``) is fed a fake clock
 from __future__ import annotations
 
 import pytest
+from support.paths import SCENARIOS as SCENARIO_DIR
 
 from dtune.cli import build_parser, main
 from dtune.errors import DtuneError
@@ -21,18 +22,16 @@ SCENARIOS = ["wan1g-large", "wan1g-small", "wan1g-mixed", "lan", "replicas4"]
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_shipped_scenarios_load(name: str) -> None:
-    from pathlib import Path
 
-    sc = load_scenario(Path(__file__).parent.parent / "scenarios" / f"{name}.toml")
+    sc = load_scenario(SCENARIO_DIR / f"{name}.toml")
     assert sc.name == name
     assert sc.client.tcp_rmem_max == 512 * 1024
     assert sc.mtu == 9000
 
 
 def test_replicas4_has_four_unequal_links() -> None:
-    from pathlib import Path
 
-    sc = load_scenario(Path(__file__).parent.parent / "scenarios" / "replicas4.toml")
+    sc = load_scenario(SCENARIO_DIR / "replicas4.toml")
     assert [(x.rate_mbit, x.rtt_ms) for x in sc.links] == [(400, 20), (200, 30), (100, 40), (50, 60)]
 
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 from data.listings.capture import TREE
+from support.paths import SAMPLES
 
 from dtune.discovery.autoindex import parse_html_index, parse_nginx_json
 from dtune.discovery.entries import Entry
 from dtune.errors import DiscoveryError
 
-SAMPLES = Path(__file__).parent / "data" / "listings"
 HOST = "http://127.0.0.1:8080"
 MTIME = 1_700_000_000.0
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from support.paths import SAMPLES
 
 from dtune.discovery.entries import Entry
 from dtune.discovery.urllist import parse_url_list
 from dtune.errors import DiscoveryError
 
-SAMPLES = Path(__file__).parent / "data" / "listings"
 SHA_X = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sha256(b"x")
 
 

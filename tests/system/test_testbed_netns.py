@@ -28,10 +28,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from support.marks import NETNS
+from support.paths import SCENARIOS
 
 from dtune.testbed import Link, Testbed, netns
 
@@ -41,7 +41,6 @@ pytestmark = NETNS
 # namespaces from those of tests running at the same time.
 TAG = f"t{os.getpid()}"
 PROBE = [sys.executable, "-m", "dtune.testbed.probe"]
-SCENARIOS = Path(__file__).parent.parent / "scenarios"
 _counter = iter(range(1000))
 
 

@@ -3,7 +3,7 @@
 Not a pytest module and not run in CI: run it by hand for as long as you like,
 
     pip install atheris
-    python tests/hostile/fuzz_serve_paths_atheris.py -runs=2000000          # or -max_total_time=600
+    python tests/unit/server/fuzz_serve_paths_atheris.py -runs=2000000          # or -max_total_time=600
 
 Each input is split by ``FuzzedDataProvider`` into a raw request path and
 header values; the properties checked:

@@ -18,7 +18,7 @@ traceback and no "error while" line (an internal error). The example count
 is bounded (``MAX_EXAMPLES``) so the module stays within ~20 s on 2 cores.
 
 A coverage-guided harness for the pure request-path functions is in
-``tests/hostile/fuzz_serve_paths_atheris.py`` (run by hand, not in CI).
+``tests/unit/server/fuzz_serve_paths_atheris.py`` (run by hand, not in CI).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``dtune serve`` as a user starts it (a child process on 127.0.0.1), attacked from the outside.
 
-``tests/test_server.py`` checks the same rules on an in-process server with
+``tests/net/test_server.py`` checks the same rules on an in-process server with
 sub-second timeouts; this module checks that the command-line server keeps
 them at its **documented defaults** (``docs/server.md``, ``ServerConfig``):
 

@@ -6,15 +6,14 @@ import asyncio
 import base64
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
+from support.paths import SAMPLES
 
 from dtune.dataset import FileSpec
 from dtune.discovery import FetchResult, discover
 from dtune.errors import DiscoveryError, HTTPError
 
-SAMPLES = Path(__file__).parent / "data" / "listings"
 JSON = {"content-type": "application/json"}
 HTML = {"content-type": "text/html"}
 
