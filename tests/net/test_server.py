@@ -211,15 +211,6 @@ def test_if_none_match_gives_304(client: Client) -> None:
     assert r.status == 304 and r.body == b"" and r["ETag"] == etag
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    (b"page.html", "text/html"), (b"sub/A.JSON", "application/json"), (b"x.tar.gz", "application/octet-stream"),  # stored bytes, never a Content-Encoding
-    (b"dir.v1/file", "application/octet-stream"), (b".bashrc", "application/octet-stream"),
-    (b"noext", "application/octet-stream"), (b"data.weird-ext", "application/octet-stream"),
-])
-def test_content_type_comes_from_the_extension(path: bytes, expected: str) -> None:
-    assert protocol.content_type(path) == expected
-
-
 # -- connections: keep-alive, pipelining, HTTP/1.0 -----------------------------------
 
 

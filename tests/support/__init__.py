@@ -5,5 +5,8 @@
 * ``realservers``  real servers as child processes: nginx, ``dtune serve``;
 * ``rawhttp``      a raw HTTP/1.1 client for exact bytes on the wire;
 * ``harness``      ``dtune get`` as a user runs it, and verdicts on what it left;
+* ``engine``       the transfer engine run against a ``FakeServer``, and its checks;
+* ``recorder``     an exchange that records what an ``http.connection.Connection`` told it;
+* ``paths``        where the repository, the scenarios and the captured listings are;
 * ``marks``        the marks of tests that need root and network namespaces.
 """

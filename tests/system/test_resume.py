@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.fakeserver import FakeServer, spans_overlap
+from support.fakeserver import spans_overlap
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
@@ -247,28 +247,3 @@ def test_sigint_exits_130_journals_every_written_byte_and_the_rerun_resumes(
     rerun = [span_of(g.range, MID) for g in slow.nginx.log()
              if g.method == "GET" and g.uri == "/mid.bin" and g.range and g.start >= t_rerun - 0.002]
     assert not spans_overlap(rerun) and covered(rerun) == journal.complement(MID)
-
-
-def test_rerunning_a_finished_tree_reports_every_file_already_complete_and_moves_no_byte(
-        tmp_path: Path, env: dict[str, str]) -> None:
-    rng = random.Random(3)
-    files = {"/t/a.bin": rng.randbytes(5000), "/t/sub/b c.bin": rng.randbytes(3 * MIB),
-             "/t/sub/\u00e9.txt": b"x", "/t/empty": b""}
-    with FakeServer(files) as fake:
-        out = tmp_path / "out"
-        first = run([sys.executable, "-m", "dtune", "get", fake.url("/t/"), "-o", str(out)], env)
-        assert first.returncode == 0, first.stderr
-        asked_before = sum(len(fake.gets(p)) for p in files)
-        again = run([sys.executable, "-m", "dtune", "get", fake.url("/t/"), "-o", str(out), "--json"], env)
-        assert again.returncode == 0, again.stderr
-        assert sum(len(fake.gets(p)) for p in files) == asked_before    # no file was requested again
-        plain = run([sys.executable, "-m", "dtune", "get", fake.url("/t/"), "-o", str(out)], env)
-    events = [json.loads(line) for line in again.stdout.splitlines()]
-    done = [e for e in events if e["event"] == "file_done"]
-    assert len(done) == len(files) and all(e.get("skipped") for e in done)
-    summary = next(e for e in events if e["event"] == "summary")
-    assert summary["files_skipped"] == summary["files_verified"] == len(files)
-    assert summary["bytes"] == 0
-    assert f"{len(files)} of {len(files)} files verified ({len(files)} already complete)" in plain.stdout
-    for path, data in files.items():
-        assert (out / path.removeprefix("/t/")).read_bytes() == data

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import socket
-
-from dtune.bench.servers import Counters, bench_nginx_config, listening, parse_access_log
+from dtune.bench.servers import Counters, bench_nginx_config, parse_access_log
 
 
 def test_access_log_counts_requests_and_body_bytes() -> None:
@@ -34,12 +31,3 @@ def test_nginx_config_has_json_and_html_listings_and_the_log_format() -> None:
     assert "listen 10.77.0.2:8080;" in conf and "listen 10.77.0.2:8081;" in conf
     assert '"$request\\t$http_range\\t$status\\t$body_bytes_sent"' in conf
     assert conf.count("{") == conf.count("}")
-
-
-def test_listening_sees_a_socket_in_our_own_namespace() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        assert not listening(os.getpid(), port)
-        s.listen()
-        assert listening(os.getpid(), port)

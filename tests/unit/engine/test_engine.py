@@ -3,7 +3,9 @@
 Each test builds ``FileSpec``s for files the fake server holds, runs
 ``Engine`` on the production event loop (``dtune.loop.run_async``) with small
 ranges and timeouts (``FAST``), then checks the output directory byte for
-byte and the server's request record range for range.
+byte and the server's request record range for range. The server serves in
+memory (``MemoryNetwork``); what only a real TCP close does is in
+``tests/net/test_engine_sockets.py``.
 """
 
 from __future__ import annotations
@@ -11,34 +13,30 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.fakeserver import FakeServer, Rule, spans_overlap
+from support.engine import (
+    FAST,
+    KIB,
+    MIB,
+    assert_each_byte_asked_once,
+    assert_each_byte_sent_once,
+    assert_exact,
+    blob,
+    fetch,
+    spec,
+)
+from support.fakeserver import FakeServer, Rule
 
 from dtune.dataset import FileSpec
-from dtune.engine import Engine, TransferResult, core
+from dtune.engine import Engine, core
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
-from dtune.engine.options import EngineOptions
 from dtune.http.memory import MemoryNetwork
-from dtune.loop import run_async
 from dtune.params import Params
-
-KIB = 1024
-MIB = 1024 * KIB
-FAST = EngineOptions(split_threshold=256 * KIB, min_range=64 * KIB, max_range=512 * KIB,
-                     first_range=64 * KIB, connect_timeout=2.0, stall_timeout=1.0, retries=3,
-                     backoff_base=0.02, backoff_max=0.2, journal_every=64 * KIB)
-ONE = Params(1, 1, 1)
-RNG = random.Random(20240101)
-
-
-def blob(n: int) -> bytes:
-    return RNG.randbytes(n)
 
 
 @pytest.fixture
@@ -46,67 +44,6 @@ def server() -> Iterator[FakeServer]:
     """The fake server in memory: the engine's connections reach it without a socket."""
     with FakeServer(network=MemoryNetwork()) as srv:
         yield srv
-
-
-@dataclass
-class Run:
-    result: TransferResult
-    out: Path
-    events: list[dict] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def status(self, relpath: str) -> str:
-        return next(f.status for f in self.result.files if f.relpath == relpath)
-
-    def error(self, relpath: str) -> str:
-        return next(f.error or "" for f in self.result.files if f.relpath == relpath)
-
-    def leftovers(self) -> list[str]:
-        return sorted(str(p.relative_to(self.out)) for p in self.out.rglob("*")
-                      if p.name.endswith((PART_SUFFIX, JOURNAL_SUFFIX)))
-
-
-def spec(server: FakeServer, path: str, *, sized: bool = True, sha256: str | None = None) -> FileSpec:
-    return FileSpec(url=server.url(path), relpath=path.lstrip("/"),
-                    size=len(server.files[path]) if sized else None, sha256=sha256)
-
-
-def fetch(server: FakeServer, tmp_path: Path, specs: list[FileSpec], params: Params = ONE,
-          options: EngineOptions = FAST,
-          during: Callable[[Engine], Awaitable[None]] | None = None) -> Run:
-    out = tmp_path / "out"
-    events: list[dict] = []
-
-    async def main() -> TransferResult:
-        engine = Engine(specs, [out / s.relpath for s in specs], params, options=options,
-                        on_event=events.append, connect=server.connect)
-        task = asyncio.create_task(engine.run())
-        if during is not None:
-            await during(engine)
-        return await asyncio.wait_for(task, 30)
-
-    started = time.monotonic()
-    result = run_async(main())
-    return Run(result, out, events, time.monotonic() - started)
-
-
-def assert_exact(run: Run, server: FakeServer, *paths: str) -> None:
-    for path in paths:
-        got = (run.out / path.lstrip("/")).read_bytes()
-        assert got == server.files[path], f"{path}: {len(got)} bytes differ from the source"
-
-
-def assert_each_byte_asked_once(server: FakeServer, path: str) -> None:
-    asked = server.asked(path)
-    assert not spans_overlap(asked), f"{path}: overlapping requests {spans_overlap(asked)[:3]}"
-    assert sum(e - s for s, e in asked) == len(server.files[path]), f"{path}: {asked}"
-
-
-def assert_each_byte_sent_once(server: FakeServer, path: str) -> None:
-    """What the server actually delivered (``sent`` body bytes of each answer) never repeats."""
-    sent = [(r.span[0], r.span[0] + r.sent) for r in server.gets(path) if r.span and r.sent]
-    assert not spans_overlap(sent), f"{path}: bytes delivered twice {spans_overlap(sent)[:3]}"
-    assert sum(e - s for s, e in sent) == len(server.files[path])
 
 
 # -- byte-exact transfers ----------------------------------------------------------------------------
@@ -476,22 +413,6 @@ def test_checksum_mismatch_fails_the_file_and_removes_part_and_journal(
 
 
 # -- connections that end early, old framing ---------------------------------------------------------
-
-@pytest.mark.parametrize("announce", [False, True], ids=["abrupt", "connection-close"])
-def test_a_server_closing_after_k_responses_mid_pipeline_loses_no_request(
-        tmp_path: Path, announce: bool) -> None:
-    files = {f"/k/{i}": blob(RNG.randrange(1, 40 * KIB)) for i in range(8)}
-    files["/k/big"] = blob(MIB)
-    with FakeServer(files, close_after=3, announce_close=announce) as server:
-        run = fetch(server, tmp_path, [spec(server, p) for p in files], Params(2, 2, 4))
-        assert run.result.ok, run.result.failed
-        assert_exact(run, server, *files)
-        assert server.connections >= len(server.requests) // 3
-        for path in files:   # what was answered is never asked again; the rest is
-            assert_each_byte_sent_once(server, path)
-    if announce:  # a polite close costs the queued requests nothing
-        assert run.result.snapshot is not None and run.result.snapshot.retries == 0
-
 
 @pytest.mark.parametrize("sized", [True, False], ids=["sized", "unknown-size"])
 @pytest.mark.parametrize("size", [10 * KIB, 700 * KIB])
