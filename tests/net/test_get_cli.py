@@ -7,7 +7,6 @@ holds a Python traceback, whatever the exit code.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 from support.fakeserver import FakeServer, Rule
+from support.harness import child_env
 from support.realservers import DtuneServe, Nginx, Unavailable, free_port, public_dir
 
 RNG = random.Random(7)
@@ -43,17 +43,6 @@ def write_tree(root: Path, tree: dict[str, bytes]) -> None:
 
 def read_tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-
-def child_env(home: Path) -> dict[str, str]:
-    """A child's environment: nothing written under the real home directory."""
-    return {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_CONFIG_HOME": str(home / "config"), "PYTHONUNBUFFERED": "1"}
-
-
-@pytest.fixture
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return child_env(tmp_path_factory.mktemp("home"))
 
 
 @dataclass

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.harness import child_env
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
@@ -48,11 +47,6 @@ SIZE = 8 * MIB
 TOTAL = FILES * SIZE
 CC, P, PP = 4, 2, 2                  # at most CC·P·PP = 16 requests in flight
 RATE = "3m"                          # nginx limit_rate per connection: 8 connections → ~24 MiB/s, ~7 s
-
-
-@pytest.fixture
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return child_env(tmp_path_factory.mktemp("home"))
 
 
 @dataclass

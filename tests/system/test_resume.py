@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 import shutil
 import signal
@@ -48,13 +47,6 @@ RATE = "24m"                         # nginx limit_rate per request: P streams â
 JOURNAL_EVERY = EngineOptions().journal_every
 READ_CHUNK = 256 * 1024              # most bytes one socket read hands to the parser (uvloop, asyncio)
 BLOCK = 4096
-
-
-@pytest.fixture
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("home")
-    return {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-            "XDG_CONFIG_HOME": str(home / "config"), "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass

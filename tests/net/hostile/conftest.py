@@ -1,4 +1,4 @@
-"""Fixtures of the hostile-server suite: servers that live for a module, a private home per test."""
+"""Fixtures of the hostile-server suite: servers that live for a module, a box around the output."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from support.fakeserver.hostile import HostileServer, World
-from support.harness import child_env
 
 
 @pytest.fixture(scope="module")
@@ -19,11 +18,6 @@ def world() -> Iterator[World]:
         yield w
     finally:
         w.stop()
-
-
-@pytest.fixture
-def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return child_env(tmp_path_factory.mktemp("home"))
 
 
 @pytest.fixture
