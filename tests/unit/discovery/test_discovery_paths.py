@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -113,42 +114,42 @@ def test_resolve_inside_refuses_what_safe_relpath_refuses(tmp_path, name: str) -
         resolve_inside(tmp_path, name)
 
 
-def test_resolve_inside_refuses_a_symlinked_directory_pointing_outside(tmp_path) -> None:
-    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
-    out.mkdir()
-    elsewhere.mkdir()
-    os.symlink(elsewhere, out / "link")
+@pytest.fixture
+def out(tmp_path) -> Path:
+    """An empty output directory; ``tmp_path`` around it is outside."""
+    path = tmp_path / "out"
+    path.mkdir()
+    return path
+
+
+def assert_outside(out: Path, name: str, links: dict[str, str | Path]) -> None:
+    """With ``links`` (path under ``out`` → target) in place, ``name`` is refused as leading outside."""
+    for at, target in links.items():
+        (out / at).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, out / at)
     with pytest.raises(UnsafePathError, match="outside"):
-        resolve_inside(out, "link/x.bin")
+        resolve_inside(out, name)
 
 
-def test_resolve_inside_refuses_a_symlinked_file_pointing_outside(tmp_path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    os.symlink("/etc/passwd", out / "passwd")
-    with pytest.raises(UnsafePathError, match="outside"):
-        resolve_inside(out, "passwd")
+def test_resolve_inside_refuses_a_symlinked_directory_pointing_outside(tmp_path, out) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    assert_outside(out, "link/x.bin", {"link": tmp_path / "elsewhere"})
 
 
-def test_resolve_inside_refuses_a_relative_symlink_climbing_out(tmp_path) -> None:
-    out = tmp_path / "out"
-    (out / "d").mkdir(parents=True)
-    os.symlink("../..", out / "d" / "up")
-    with pytest.raises(UnsafePathError, match="outside"):
-        resolve_inside(out, "d/up/x")
+def test_resolve_inside_refuses_a_symlinked_file_pointing_outside(out) -> None:
+    assert_outside(out, "passwd", {"passwd": "/etc/passwd"})
 
 
-def test_resolve_inside_refuses_a_symlink_to_outdir_itself(tmp_path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    os.symlink(".", out / "self")
-    with pytest.raises(UnsafePathError, match="outside"):
-        resolve_inside(out, "self")
+def test_resolve_inside_refuses_a_relative_symlink_climbing_out(out) -> None:
+    assert_outside(out, "d/up/x", {"d/up": "../.."})
 
 
-def test_resolve_inside_allows_symlinks_that_stay_inside(tmp_path) -> None:
-    out = tmp_path / "out"
-    (out / "real").mkdir(parents=True)
+def test_resolve_inside_refuses_a_symlink_to_outdir_itself(out) -> None:
+    assert_outside(out, "self", {"self": "."})
+
+
+def test_resolve_inside_allows_symlinks_that_stay_inside(out) -> None:
+    (out / "real").mkdir()
     os.symlink("real", out / "alias")
     assert resolve_inside(out, "alias/x.bin") == out.resolve() / "alias" / "x.bin"
 
@@ -160,9 +161,7 @@ def test_resolve_inside_works_when_outdir_itself_is_a_symlink(tmp_path) -> None:
     assert resolve_inside(tmp_path / "out", "x.bin") == real.resolve() / "x.bin"
 
 
-def test_resolve_inside_turns_a_symlink_loop_into_unsafe_path_error(tmp_path) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
+def test_resolve_inside_turns_a_symlink_loop_into_unsafe_path_error(out) -> None:
     os.symlink("loop", out / "loop")
     with pytest.raises(UnsafePathError):
         resolve_inside(out, "loop/x")
