@@ -23,6 +23,7 @@ from support.engine import (
     FAST,
     KIB,
     MIB,
+    Run,
     assert_each_byte_asked_once,
     assert_each_byte_sent_once,
     assert_exact,
@@ -197,13 +198,20 @@ def test_a_file_whose_size_differs_from_the_listing_fails_at_once_naming_the_fil
 
 # -- servers that bend the rules --------------------------------------------------------------------
 
+def fetch_exact(server: FakeServer, tmp_path: Path, path: str, data: bytes, rule: Rule, params: Params, *,
+                sized: bool = True) -> Run:
+    """Serve ``data`` at ``path`` as ``rule`` says, fetch that one file, check it arrived whole and exact."""
+    server.files[path] = data
+    server.rules[path] = rule
+    run = fetch(server, tmp_path, [spec(server, path, sized=sized)], params)
+    assert run.result.ok, run.result.failed
+    assert_exact(run, server, path)
+    return run
+
+
 def test_server_ignoring_range_still_gives_an_exact_file_over_one_stream(
         server: FakeServer, tmp_path: Path) -> None:
-    server.files["/norange.bin"] = blob(3 * MIB)
-    server.rules["/norange.bin"] = Rule(ignore_range=True)
-    run = fetch(server, tmp_path, [spec(server, "/norange.bin")], Params(1, 4, 4))
-    assert run.result.ok, run.result.failed
-    assert_exact(run, server, "/norange.bin")
+    run = fetch_exact(server, tmp_path, "/norange.bin", blob(3 * MIB), Rule(ignore_range=True), Params(1, 4, 4))
     notes = [e for e in run.events if e["event"] == "retry" and "ignores Range" in e["reason"]]
     assert len(notes) == 1
     complete = [r for r in server.gets("/norange.bin") if r.sent == len(server.files["/norange.bin"])]
@@ -213,11 +221,8 @@ def test_server_ignoring_range_still_gives_an_exact_file_over_one_stream(
 
 def test_server_ignoring_range_for_a_file_of_unknown_size_gives_an_exact_file(
         server: FakeServer, tmp_path: Path) -> None:
-    server.files["/norange-u.bin"] = blob(MIB + 3)
-    server.rules["/norange-u.bin"] = Rule(ignore_range=True)
-    run = fetch(server, tmp_path, [spec(server, "/norange-u.bin", sized=False)], Params(1, 2, 2))
-    assert run.result.ok, run.result.failed
-    assert_exact(run, server, "/norange-u.bin")
+    fetch_exact(server, tmp_path, "/norange-u.bin", blob(MIB + 3), Rule(ignore_range=True), Params(1, 2, 2),
+                sized=False)
 
 
 def test_a_wrong_content_range_once_is_never_written_and_the_range_is_asked_again(
@@ -418,11 +423,7 @@ def test_checksum_mismatch_fails_the_file_and_removes_part_and_journal(
 @pytest.mark.parametrize("size", [10 * KIB, 700 * KIB])
 def test_http10_close_delimited_bodies_arrive_exact(server: FakeServer, tmp_path: Path, size: int,
                                                     sized: bool) -> None:
-    server.files["/old.bin"] = blob(size)
-    server.rules["/old.bin"] = Rule(http10=True)
-    run = fetch(server, tmp_path, [spec(server, "/old.bin", sized=sized)], Params(1, 2, 1))
-    assert run.result.ok, run.result.failed
-    assert_exact(run, server, "/old.bin")
+    fetch_exact(server, tmp_path, "/old.bin", blob(size), Rule(http10=True), Params(1, 2, 1), sized=sized)
     assert_each_byte_sent_once(server, "/old.bin")
 
 
@@ -437,11 +438,7 @@ def test_requests_queued_behind_an_http10_response_are_retried_without_penalty(
 
 @pytest.mark.parametrize("size", [0, 10 * KIB, 700 * KIB])
 def test_chunked_bodies_arrive_exact(server: FakeServer, tmp_path: Path, size: int) -> None:
-    server.files["/chunky.bin"] = blob(size)
-    server.rules["/chunky.bin"] = Rule(chunked=True)
-    run = fetch(server, tmp_path, [spec(server, "/chunky.bin")], Params(1, 2, 3))
-    assert run.result.ok, run.result.failed
-    assert_exact(run, server, "/chunky.bin")
+    fetch_exact(server, tmp_path, "/chunky.bin", blob(size), Rule(chunked=True), Params(1, 2, 3))
     assert_each_byte_asked_once(server, "/chunky.bin")
 
 
