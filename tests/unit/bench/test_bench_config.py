@@ -124,19 +124,24 @@ def test_mid_run_changes_are_parsed_0_based_and_sorted_by_fraction() -> None:
         (0.3, 1, {"rate_mbit": 50.0, "loss": 0.01}), (0.6, 0, {"rtt_ms": 80.0})]
 
 
-def test_a_profile_may_have_only_mid_run_changes() -> None:
-    toml = """
+def one_link_toml(profile: str) -> dict[str, Any]:
+    """A scenario file's tables: one 400 Mbit/s link, the html preset, dtune, and this [[profile]] text."""
+    return tomllib.loads(f"""
         [[link]]
         rate_mbit = 400
         [[profile]]
-        name = "srv1-quarter-at-30pct"
-        during = [{at_fraction = 0.3, link = 1, rate_mbit = 100}]
+        {profile}
         [[dataset]]
         preset = "html"
         [[tool]]
         tool = "dtune"
-    """
-    cfg = bench_from_dict(tomllib.loads(toml))
+    """)
+
+
+def test_a_profile_may_have_only_mid_run_changes() -> None:
+    cfg = bench_from_dict(one_link_toml("""
+        name = "srv1-quarter-at-30pct"
+        during = [{at_fraction = 0.3, link = 1, rate_mbit = 100}]"""))
     base_profile, profile = cfg.profiles
     assert base_profile.during == ()
     assert profile.name == "srv1-quarter-at-30pct" and profile.links == ({},)
@@ -144,21 +149,12 @@ def test_a_profile_may_have_only_mid_run_changes() -> None:
 
 
 def test_mid_run_changes_may_be_written_as_an_array_of_tables() -> None:
-    toml = """
-        [[link]]
-        rate_mbit = 400
-        [[profile]]
+    (change,) = bench_from_dict(one_link_toml("""
         name = "p"
         [[profile.during]]
         at_fraction = 0.5
         link = 1
-        queue_kb = 64
-        [[dataset]]
-        preset = "html"
-        [[tool]]
-        tool = "dtune"
-    """
-    (change,) = bench_from_dict(tomllib.loads(toml)).profiles[1].during
+        queue_kb = 64""")).profiles[1].during
     assert (change.at_fraction, change.link, change.values) == (0.5, 0, {"queue_kb": 64.0})
 
 
