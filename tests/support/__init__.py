@@ -8,5 +8,6 @@
 * ``engine``       the transfer engine run against a ``FakeServer``, and its checks;
 * ``recorder``     an exchange that records what an ``http.connection.Connection`` told it;
 * ``paths``        where the repository, the scenarios and the captured listings are;
+* ``urls``         the check that a URL built from a name keeps the whole name in its path;
 * ``marks``        the marks of tests that need root and network namespaces.
 """
