@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from support.paths import SAMPLES
+from support.paths import sample
 
 from dtune.dataset import FileSpec
 from dtune.discovery import FetchResult, discover
@@ -53,10 +53,6 @@ class FakeWeb:
 
 def run(sources, web: FakeWeb, **kwargs):
     return asyncio.run(discover(sources, fetch=web.fetch, **kwargs))
-
-
-def sample(name: str) -> bytes:
-    return (SAMPLES / name).read_bytes()
 
 
 def by_relpath(dataset) -> dict[str, FileSpec]:

@@ -7,7 +7,7 @@ from urllib.parse import unquote
 
 import pytest
 from data.listings.capture import TREE
-from support.paths import SAMPLES
+from support.paths import sample
 
 from dtune.discovery.autoindex import parse_html_index, parse_nginx_json
 from dtune.discovery.entries import Entry
@@ -19,10 +19,6 @@ MTIME = 1_700_000_000.0
 # The tree capture.py serves (top level), with exact sizes.
 ROOT_FILES = {rel: size for rel, size in TREE.items() if "/" not in rel}
 ROOT_DIRS = {rel.split("/")[0] for rel in TREE if "/" in rel}
-
-
-def sample(name: str) -> bytes:
-    return (SAMPLES / name).read_bytes()
 
 
 # -- nginx JSON ------------------------------------------------------------------------------

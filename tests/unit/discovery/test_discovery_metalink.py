@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.paths import SAMPLES
+from support.paths import assert_sample_parses
 
 from dtune.discovery.entries import Entry
 from dtune.discovery.metalink import looks_like_metalink, parse_metalink
@@ -18,8 +18,7 @@ def doc(files: str) -> bytes:
 
 
 def test_sample_metalink_orders_urls_by_priority_and_skips_what_it_cannot_use() -> None:
-    listing = parse_metalink((SAMPLES / "sample.meta4").read_bytes(), "sample.meta4")
-    assert listing.entries == [
+    assert_sample_parses(parse_metalink, "sample.meta4", [
         Entry(name="run1/temperature.nc", size=14471447, sha256=SHA, urls=(
             "http://mirror.example.fr/data/run1/temperature.nc",  # priority 1
             "http://mirror.example.de/data/run1/temperature.nc",  # priority 2
@@ -27,12 +26,11 @@ def test_sample_metalink_orders_urls_by_priority_and_skips_what_it_cannot_use() 
         )),
         Entry(name="ünïcødé name.txt", urls=("http://a.example/%C3%BCn%C3%AFc%C3%B8d%C3%A9%20name.txt",)),
         Entry(name="../../etc/passwd", urls=("http://evil.example/passwd",)),  # raw: discover refuses it
-    ]
-    assert listing.warnings == [
+    ], [
         "sample.meta4: file 'run1/temperature.nc': ignoring 1 non-HTTP URL(s)",
         "sample.meta4: file 'only-ftp.bin': ignoring 1 non-HTTP URL(s)",
         "sample.meta4: skipping file 'only-ftp.bin': no HTTP URL",
-    ]
+    ])
 
 
 def test_equal_priorities_keep_document_order_and_duplicates_collapse() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.paths import SAMPLES
+from support.paths import assert_sample_parses
 
 from dtune.discovery.entries import Entry
 from dtune.discovery.urllist import parse_url_list
@@ -13,19 +13,17 @@ SHA_X = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sh
 
 
 def test_sample_url_list() -> None:
-    listing = parse_url_list((SAMPLES / "urls.txt").read_bytes(), "urls.txt")
-    assert listing.entries == [
+    assert_sample_parses(parse_url_list, "urls.txt", [
         Entry(name="run 1/x.nc", sha256=SHA_X,
               urls=("http://a.example/data/x.nc", "http://b.example/mirror/x.nc")),
         Entry(name="y z.nc", urls=("http://a.example/data/y%20z.nc",)),
         Entry(name="plain.bin", urls=("http://a.example/data/plain.bin",)),
         Entry(name="../escape.bin", urls=("http://a.example/get?id=5",)),  # raw: discover refuses it
-    ]
-    assert listing.warnings == [
+    ], [
         "urls.txt: line 7: ignoring unsupported option 'dir'",
         "urls.txt: line 8: ignoring unsupported option 'max-connection-per-server'",
         "urls.txt: line 11: ignoring checksum of type 'md5' (only sha-256 is checked)",
-    ]
+    ])
 
 
 CASES = [
