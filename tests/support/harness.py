@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FAST = ("--retries", "1", "--stall-timeout", "1", "--connect-timeout", "2")
+# ``report(tried=..., expected=...)``, later ``report(observed=...)`` (the ``report`` fixture)
+Report = Callable[..., None]
 LEFTOVER_SUFFIXES = (".dtune-part", ".dtune-journal")
 
 

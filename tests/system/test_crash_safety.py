@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.harness import Report
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
@@ -204,11 +205,11 @@ STOPS = [("SIGKILL", signal.SIGKILL, 0.10), ("SIGKILL", signal.SIGKILL, 0.50), (
 @pytest.mark.parametrize(("name", "sig", "fraction"), STOPS, ids=[f"{n}-{int(f * 100)}%" for n, _, f in STOPS])
 def test_a_stopped_dataset_resumes_byte_exact_and_refetches_only_bytes_in_flight(
         name: str, sig: int, fraction: float, slow: Served, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"{name} `dtune get` of {FILES} × 8 MiB (nginx limit_rate, cc·p·pp = 16) "
-                             f"at about {fraction:.0%}, then the same command again")
-    record_property("expected", "no incomplete file in place; rerun byte-exact, re-fetching only bytes "
-                                "that were in flight" + ("; exit 130" if sig == signal.SIGINT else ""))
+        report: Report) -> None:
+    report(tried=f"{name} `dtune get` of {FILES} × 8 MiB (nginx limit_rate, cc·p·pp = 16) "
+                 f"at about {fraction:.0%}, then the same command again",
+           expected="no incomplete file in place; rerun byte-exact, re-fetching only bytes "
+                    "that were in flight" + ("; exit 130" if sig == signal.SIGINT else ""))
     out = tmp_path / "out"
     cmd = get_cmd(slow.url, out)
     stopped = run_until(cmd, env, fraction, sig, tmp_path)
@@ -254,11 +255,11 @@ def test_a_stopped_dataset_resumes_byte_exact_and_refetches_only_bytes_in_flight
         refetched += sum(overlap(again_spans, s, e) for s, e in first)
     assert in_flight <= CC * P * PP
     assert refetched <= in_flight_bytes
-    record_property("observed", f"stopped at {stopped.at_fraction:.0%} (exit {stopped.code}); "
-                                f"{len(stopped.done_before)} files done, {resumed / MIB:.1f} MiB resumed; "
-                                f"rerun exit 0 byte-exact, moved {summary['bytes'] / MIB:.1f} MiB, re-fetched "
-                                f"{refetched / MIB:.2f} MiB ≤ {in_flight_bytes / MIB:.2f} MiB in {in_flight} "
-                                "requests in flight")
+    report(observed=f"stopped at {stopped.at_fraction:.0%} (exit {stopped.code}); "
+                    f"{len(stopped.done_before)} files done, {resumed / MIB:.1f} MiB resumed; "
+                    f"rerun exit 0 byte-exact, moved {summary['bytes'] / MIB:.1f} MiB, re-fetched "
+                    f"{refetched / MIB:.2f} MiB ≤ {in_flight_bytes / MIB:.2f} MiB in {in_flight} "
+                    "requests in flight")
 
 
 # ---- disks that refuse ------------------------------------------------------------------------------
@@ -297,13 +298,12 @@ def failed_lines(stderr: str) -> list[str]:
 
 @pytest.mark.nginx
 def test_a_full_disk_fails_the_files_that_do_not_fit_clearly_and_a_rerun_with_space_completes(
-        fast: Served, tmpfs: Callable[[str], Path], env: dict[str, str],
-        record_property: Callable[[str, object], None]) -> None:
+        fast: Served, tmpfs: Callable[[str], Path], env: dict[str, str], report: Report) -> None:
     total = sum(len(d) for d in fast.files.values())
-    record_property("tried", f"{total / MIB:.0f} MiB ({len(fast.files)} files of 1 and 5 MiB) into a 5 MiB "
-                             "tmpfs; then the tmpfs grown to 64 MiB and the same command again")
-    record_property("expected", "exit 1, one line per failed file naming it and 'no space left on device', "
-                                "no incomplete file in place; rerun exit 0 byte-exact")
+    report(tried=f"{total / MIB:.0f} MiB ({len(fast.files)} files of 1 and 5 MiB) into a 5 MiB "
+                 "tmpfs; then the tmpfs grown to 64 MiB and the same command again",
+           expected="exit 1, one line per failed file naming it and 'no space left on device', "
+                    "no incomplete file in place; rerun exit 0 byte-exact")
     out = tmpfs("5m")
     first = run(get_cmd(fast.url, out), env)
     assert first.returncode == 1, first.stderr
@@ -319,19 +319,18 @@ def test_a_full_disk_fails_the_files_that_do_not_fit_clearly_and_a_rerun_with_sp
     again = run([*get_cmd(fast.url, out), "--json"], env)
     assert again.returncode == 0, again.stderr
     assert_complete(out, fast.files)
-    record_property("observed", f"exit 1 with {len(lines)} lines like `{lines[0][:100]}`; {len(finished)} "
-                                "files in place, all exact; after remount the rerun exit 0, byte-exact")
+    report(observed=f"exit 1 with {len(lines)} lines like `{lines[0][:100]}`; {len(finished)} "
+                    "files in place, all exact; after remount the rerun exit 0, byte-exact")
 
 
 @pytest.mark.nginx
 @pytest.mark.parametrize("where", ["mount-root", "missing-subdir"])
 def test_a_read_only_output_directory_is_a_clear_error(
-        where: str, fast: Served, tmpfs: Callable[[str], Path], env: dict[str, str],
-        record_property: Callable[[str, object], None]) -> None:
+        where: str, fast: Served, tmpfs: Callable[[str], Path], env: dict[str, str], report: Report) -> None:
     place = "the mount itself" if where == "mount-root" else "a directory that does not exist yet on it"
-    record_property("tried", f"-o on a read-only tmpfs ({place})")
-    record_property("expected", "exit 1, one line per file (or one line for the directory) saying "
-                                "'read-only file system', nothing written")
+    report(tried=f"-o on a read-only tmpfs ({place})",
+           expected="exit 1, one line per file (or one line for the directory) saying "
+                    "'read-only file system', nothing written")
     mount = tmpfs("8m")
     _mount("-o", "remount,ro", str(mount))
     out = mount if where == "mount-root" else mount / "sub"
@@ -346,4 +345,4 @@ def test_a_read_only_output_directory_is_a_clear_error(
     else:
         assert len(lines) == 1 and "read-only file system" in lines[0].lower(), done.stderr
     assert list(mount.iterdir()) == []
-    record_property("observed", f"exit 1: `{(failed_lines(done.stderr) or lines)[0][:110]}`")
+    report(observed=f"exit 1: `{(failed_lines(done.stderr) or lines)[0][:110]}`")

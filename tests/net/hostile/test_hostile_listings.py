@@ -23,6 +23,7 @@ import pytest
 from support.fakeserver import hostile as hs
 from support.fakeserver.hostile import World
 from support.harness import (
+    Report,
     assert_exact,
     assert_failed,
     assert_one_line_error,
@@ -123,11 +124,11 @@ def listing_source(kind: str, srv: hs.HostileServer, tmp: Path, good: dict[str, 
 @pytest.mark.parametrize("kind", ["nginx-json", "manifest", "html", "urllist", "metalink"])
 def test_names_that_climb_out_are_refused_and_nothing_lands_outside_the_output_directory(
         kind: str, evil_server: hs.HostileServer, env: dict[str, str], box: Path, tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
+        report: Report) -> None:
     evil = EVIL_HREFS if kind == "html" else evil_names(box)
-    record_property("tried", f"{kind} listing with {len(evil)} names that leave -o "
-                             f"('..', absolute, '%2e%2e', backslash, drive letter, NUL, …) and 2 good ones")
-    record_property("expected", "good files byte-exact, every bad name refused, nothing outside -o changed")
+    report(tried=f"{kind} listing with {len(evil)} names that leave -o "
+                 f"('..', absolute, '%2e%2e', backslash, drive letter, NUL, …) and 2 good ones",
+           expected="good files byte-exact, every bad name refused, nothing outside -o changed")
     out = box / "out"
     (box / "neighbour.txt").write_bytes(b"untouched\n")
     before = snapshot(box, out)
@@ -139,8 +140,8 @@ def test_names_that_climb_out_are_refused_and_nothing_lands_outside_the_output_d
     if kind != "html":  # an HTML index drops links outside its directory without a word (as a browser would)
         assert len(refusals) >= len([n for n in evil if "\n" not in n or kind in ("nginx-json", "manifest")]) - 1
     assert EVIL not in b"".join(tree(out).values())
-    record_property("observed", f"exit 0, {len(GOOD)} good files exact, {len(refusals)} names refused "
-                                "with a warning, box unchanged")
+    report(observed=f"exit 0, {len(GOOD)} good files exact, {len(refusals)} names refused "
+                    "with a warning, box unchanged")
 
 
 # ---- symlinks waiting in the output directory --------------------------------------------------
@@ -161,11 +162,11 @@ def trapped_out(box: Path) -> Iterator[Path]:
 
 def test_symlinks_in_the_output_directory_are_not_followed_out(
         trapped_out: Path, evil_server: hs.HostileServer, env: dict[str, str], box: Path, tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
+        report: Report) -> None:
     trap = ["escape/pwned.txt", "victim.txt", "dangling.txt", "sub/deeper/x.txt", "loop/x.txt"]
-    record_property("tried", "listing names that meet symlinks pre-created in -o: to a directory outside, "
-                             "to a file outside, dangling, as a parent directory, a loop")
-    record_property("expected", "those files refused (exit 1), the good one exact, nothing outside -o changed")
+    report(tried="listing names that meet symlinks pre-created in -o: to a directory outside, "
+                 "to a file outside, dangling, as a parent directory, a loop",
+           expected="those files refused (exit 1), the good one exact, nothing outside -o changed")
     before = snapshot(box, trapped_out)
     links = {p.name: os.readlink(p) for p in trapped_out.iterdir()}
     source = listing_source("nginx-json", evil_server, tmp_path, {"good.txt": GOOD["good.txt"]}, trap)
@@ -177,16 +178,16 @@ def test_symlinks_in_the_output_directory_are_not_followed_out(
         assert "unsafe" in failure_reason(outcome, name)
     assert (trapped_out / "good.txt").read_bytes() == GOOD["good.txt"]
     assert (box / "victim.txt").read_bytes() == b"ORIGINAL\n" and not (box / "not-there.txt").exists()
-    record_property("observed", f"exit 1, {len(trap)} files refused as unsafe output paths, "
-                                "good.txt exact, box unchanged")
+    report(observed=f"exit 1, {len(trap)} files refused as unsafe output paths, "
+                    "good.txt exact, box unchanged")
 
 
 def test_a_symlink_named_like_a_part_or_journal_file_is_not_followed_out(
         box: Path, evil_server: hs.HostileServer, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "symlinks pre-created in -o as good.bin.dtune-part (to a file outside) and "
-                             "big.bin.dtune-journal (dangling, outside), then a listing of good.bin and big.bin")
-    record_property("expected", "nothing outside -o written")
+        report: Report) -> None:
+    report(tried="symlinks pre-created in -o as good.bin.dtune-part (to a file outside) and "
+                 "big.bin.dtune-journal (dangling, outside), then a listing of good.bin and big.bin",
+           expected="nothing outside -o written")
     out = box / "out"
     out.mkdir()
     (box / "part-victim.txt").write_bytes(b"ORIGINAL PART\n")
@@ -207,10 +208,10 @@ LIES = [("bigger", 64 * 1024, +1000), ("smaller", 64 * 1024, -1000),
 @pytest.mark.parametrize(("lie", "size", "delta"), LIES, ids=[x[0] for x in LIES])
 def test_a_listing_that_lies_about_a_size_fails_that_file(
         lie: str, size: int, delta: int, world: World, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"nginx JSON listing says {size + delta} bytes for a file of {size} "
-                             f"({'ranges' if size > 2 << 20 else 'one request'})")
-    record_property("expected", "exit 1 naming the file and the size, no final file")
+        report: Report) -> None:
+    report(tried=f"nginx JSON listing says {size + delta} bytes for a file of {size} "
+                 f"({'ranges' if size > 2 << 20 else 'one request'})",
+           expected="exit 1 naming the file and the size, no final file")
     prefix = f"/{tmp_path.name}/"
     data = os.urandom(size)
     world.hostile.files[prefix + "liar.bin"] = data
@@ -222,7 +223,7 @@ def test_a_listing_that_lies_about_a_size_fails_that_file(
     assert_failed(outcome, out, "liar.bin", ["size"])
     line = assert_failed(plain, out.with_name("out-plain"), "liar.bin", ["size"])
     assert (out / "honest.bin").read_bytes() == b"honest\n"
-    record_property("observed", f"exit 1: `{line}`")
+    report(observed=f"exit 1: `{line}`")
 
 
 # ---- odd characters ------------------------------------------------------------------------------
@@ -236,23 +237,22 @@ ODD = {"sp ace/x y.dat": b"spaces\n", "hash#tag.txt": b"hash\n", "what?.txt": b"
 
 @pytest.mark.parametrize("kind", ["nginx-json", "manifest", "html", "urllist"])
 def test_unicode_spaces_hash_question_and_percent_in_names_arrive_under_their_own_names(
-        kind: str, world: World, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"{kind} listing of {len(ODD)} names with spaces, #, ?, %, %41, &, +, quotes, "
-                             "unicode (NFC and NFD), emoji, 200-byte names")
-    record_property("expected", "every file byte-exact under exactly its listed name")
+        kind: str, world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried=f"{kind} listing of {len(ODD)} names with spaces, #, ?, %, %41, &, +, quotes, "
+                 "unicode (NFC and NFD), emoji, 200-byte names",
+           expected="every file byte-exact under exactly its listed name")
     source = listing_source(kind, world.hostile, tmp_path, ODD, [])
     out = tmp_path / "out"
     outcome = run_get(env, [source], out)
     assert_exact(outcome, out, ODD)
-    record_property("observed", f"exit 0, {len(ODD)} names exact")
+    report(observed=f"exit 0, {len(ODD)} names exact")
 
 
 # ---- 100 000 entries ------------------------------------------------------------------------------
 def test_a_listing_of_100k_entries_is_checked_quickly_and_does_not_hang(
-        world: World, env: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "nginx JSON listing of 100 000 entries: 99 995 names that climb out, 5 files")
-    record_property("expected", "within 30 s: the 5 files exact, every other name refused")
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="nginx JSON listing of 100 000 entries: 99 995 names that climb out, 5 files",
+           expected="within 30 s: the 5 files exact, every other name refused")
     prefix = f"/{tmp_path.name}/"
     good = {f"g{i}.bin": f"good {i}\n".encode() for i in range(5)}
     entries = [{"name": f"../x{i}", "type": "file", "size": 1} for i in range(100_000 - len(good))]
@@ -264,8 +264,8 @@ def test_a_listing_of_100k_entries_is_checked_quickly_and_does_not_hang(
     outcome = run_get(env, [world.hostile.url(prefix)], out, timeout=30)
     assert_exact(outcome, out, good)
     assert len(outcome.of("warning")) >= 99_995
-    record_property("observed", f"exit 0 in {outcome.seconds:.1f} s, 5 files exact, "
-                                f"{len(outcome.of('warning'))} refusals")
+    report(observed=f"exit 0 in {outcome.seconds:.1f} s, 5 files exact, "
+                    f"{len(outcome.of('warning'))} refusals")
 
 
 def _nofile(limit: int) -> Callable[[], None]:
@@ -276,9 +276,9 @@ def _nofile(limit: int) -> Callable[[], None]:
 
 
 def test_thousands_of_tiny_files_do_not_run_out_of_file_descriptors(
-        world: World, env: dict[str, str], tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "a manifest of 3000 one-byte files, dtune's RLIMIT_NOFILE 1024 (soft and hard)")
-    record_property("expected", "exit 0, 3000 files")
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="a manifest of 3000 one-byte files, dtune's RLIMIT_NOFILE 1024 (soft and hard)",
+           expected="exit 0, 3000 files")
     srv = world.spawn(fallback=b"x")
     srv.pages["/many/"] = hs.manifest([{"path": f"f{i:05d}", "size": 1} for i in range(3000)], "/many/")
     out = tmp_path / "out"
@@ -291,9 +291,9 @@ def test_thousands_of_tiny_files_do_not_run_out_of_file_descriptors(
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("DTUNE_SLOW_TESTS"), reason="slow (about 40 s): set DTUNE_SLOW_TESTS=1")
 def test_a_listing_of_100k_real_files_arrives_whole(world: World, env: dict[str, str], tmp_path: Path,
-                                                   record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "a manifest of 100 000 one-byte files, all fetched (optional: DTUNE_SLOW_TESTS=1)")
-    record_property("expected", "exit 0, 100 000 files")
+                                                   report: Report) -> None:
+    report(tried="a manifest of 100 000 one-byte files, all fetched (optional: DTUNE_SLOW_TESTS=1)",
+           expected="exit 0, 100 000 files")
     srv = world.spawn(fallback=b"x")
     srv.pages["/all/"] = hs.manifest([{"path": f"f{i:06d}", "size": 1} for i in range(100_000)], "/all/")
     out = tmp_path / "out"
@@ -313,9 +313,9 @@ NOT_JSON = [("not-json", b"{not json at all", "not valid JSON"),
 @pytest.mark.parametrize(("what", "body", "words"), NOT_JSON, ids=[x[0] for x in NOT_JSON])
 def test_a_manifest_that_is_not_json_is_one_clear_error(
         what: str, body: bytes, words: str, world: World, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"directory answered as application/json with a {what} body ({len(body)} bytes)")
-    record_property("expected", "exit 1, one line naming the URL and the problem, nothing written")
+        report: Report) -> None:
+    report(tried=f"directory answered as application/json with a {what} body ({len(body)} bytes)",
+           expected="exit 1, one line naming the URL and the problem, nothing written")
     prefix = f"/{tmp_path.name}/"
     world.hostile.pages[prefix] = ("application/json", body)
     out = tmp_path / "out"
@@ -324,16 +324,15 @@ def test_a_manifest_that_is_not_json_is_one_clear_error(
         line = assert_one_line_error(outcome, [words])
         assert prefix in line
     assert tree(out) == {}
-    record_property("observed", f"exit 1: `{line}`")
+    report(observed=f"exit 1: `{line}`")
 
 
 @pytest.mark.parametrize("what", ["listing", "head"])
 def test_a_source_that_never_answers_is_one_clear_line(
-        what: str, world: World, env: dict[str, str], tmp_path: Path,
-        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"the {'directory listing' if what == 'listing' else 'HEAD of a file URL'} "
-                             "is read and never answered")
-    record_property("expected", "exit 1 after connect + stall timeout, one line on stderr")
+        what: str, world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried=f"the {'directory listing' if what == 'listing' else 'HEAD of a file URL'} "
+                 "is read and never answered",
+           expected="exit 1 after connect + stall timeout, one line on stderr")
     path = f"/{tmp_path.name}/" + ("" if what == "listing" else "f.bin")
     world.hostile.route(path, hs.silent(), heads=True)
     outcome = run_get(env, [world.hostile.url(path)], tmp_path / "out", json_events=False)
@@ -357,9 +356,9 @@ BOMBS = [("billion-laughs", BILLION_LAUGHS, "DOCTYPE"), ("external-entity", EXTE
 
 @pytest.mark.parametrize(("what", "text", "words"), BOMBS, ids=[x[0] for x in BOMBS])
 def test_a_metalink_bomb_is_refused_at_once(what: str, text: str, words: str, env: dict[str, str],
-                                            tmp_path: Path, record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", f"a Metalink with a {what} ({len(text)} bytes)")
-    record_property("expected", "exit 1 within seconds, one line, no entity expanded, nothing fetched")
+                                            tmp_path: Path, report: Report) -> None:
+    report(tried=f"a Metalink with a {what} ({len(text)} bytes)",
+           expected="exit 1 within seconds, one line, no entity expanded, nothing fetched")
     path = tmp_path / "bomb.meta4"
     path.write_text(text)
     out = tmp_path / "out"
@@ -367,4 +366,4 @@ def test_a_metalink_bomb_is_refused_at_once(what: str, text: str, words: str, en
     line = assert_one_line_error(outcome, [words])
     assert "lollol" not in outcome.stderr and "root:" not in outcome.stderr
     assert outcome.seconds < 10 and tree(out) == {}
-    record_property("observed", f"exit 1 in {outcome.seconds:.1f} s: `{line[:120]}`")
+    report(observed=f"exit 1 in {outcome.seconds:.1f} s: `{line[:120]}`")

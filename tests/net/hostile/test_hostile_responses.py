@@ -6,7 +6,7 @@ manifest, or a bare URL), and what must happen: the file arrives byte-exact
 (``exact``), or dtune exits 1 naming the file with a reason containing one of
 ``words`` and leaves no final file (``fail``). Failing cases run twice at
 once, with ``--json`` and plain, so that both the NDJSON summary and the
-one ``dtune: failed:`` line on stderr are checked. ``record_property``
+one ``dtune: failed:`` line on stderr are checked. ``report``
 keeps what was tried and what happened for ``scripts/reliability_table.py``.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from support.fakeserver import hostile as hs
 from support.fakeserver.hostile import World
-from support.harness import Outcome, assert_exact, assert_failed, run_both, run_get
+from support.harness import Outcome, Report, assert_exact, assert_failed, run_both, run_get
 
 RNG = random.Random(20240601)
 BIG = RNG.randbytes(3 * 1024 * 1024 + 17)   # above split_threshold: fetched as ranges
@@ -264,12 +264,12 @@ CASES = [
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=c.marks) for c in CASES])
 def test_hostile_response(case: Case, world: World, env: dict[str, str], tmp_path: Path,
-                          record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", case.tried)
-    record_property("expected", {"exact": "byte-exact file, exit 0",
-                                 "fail": "exit 1, one line naming the file and why, no final file",
-                                 "one-version": "exit 0 with one version byte-exact, or exit 1 naming the file"}
-                    [case.expect])
+                          report: Report) -> None:
+    report(tried=case.tried,
+           expected={"exact": "byte-exact file, exit 0",
+                     "fail": "exit 1, one line naming the file and why, no final file",
+                     "one-version": "exit 0 with one version byte-exact, or exit 1 naming the file"}
+           [case.expect])
     setup = case.build(world, tmp_path)
     out = tmp_path / "out"
     t0 = time.monotonic()
@@ -295,7 +295,7 @@ def test_hostile_response(case: Case, world: World, env: dict[str, str], tmp_pat
         observed = f"exit 1: `{_short(line)}`"
     if setup.check is not None:
         setup.check(outcome, world.hostile.gets(setup.path), 1 if case.expect == "exact" else 2)
-    record_property("observed", f"{observed} ({time.monotonic() - t0:.1f} s)")
+    report(observed=f"{observed} ({time.monotonic() - t0:.1f} s)")
 
 
 def _short(text: str, limit: int = 110) -> str:
@@ -309,10 +309,10 @@ def _corrupt_source(world: World, tmp: Path) -> tuple[str, str]:
 
 
 def test_a_long_failure_reason_stays_on_one_stderr_line(world: World, env: dict[str, str], tmp_path: Path,
-                                                        record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "a failure whose reason is longer than 80 columns (sha-256 mismatch), plain "
-                             "mode, stderr a pipe")
-    record_property("expected", "every stderr line a whole 'dtune: ...' message")
+                                                        report: Report) -> None:
+    report(tried="a failure whose reason is longer than 80 columns (sha-256 mismatch), plain "
+                 "mode, stderr a pipe",
+           expected="every stderr line a whole 'dtune: ...' message")
     source, relpath = _corrupt_source(world, tmp_path)
     env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
     outcome = run_get(env, [source], tmp_path / "out", json_events=False)
@@ -321,9 +321,9 @@ def test_a_long_failure_reason_stays_on_one_stderr_line(world: World, env: dict[
 
 
 def test_a_failed_file_puts_exactly_one_line_on_stderr(world: World, env: dict[str, str], tmp_path: Path,
-                                                      record_property: Callable[[str, object], None]) -> None:
-    record_property("tried", "one file that fails (sha-256 mismatch), plain mode")
-    record_property("expected", "exactly one stderr line naming the file and the reason")
+                                                      report: Report) -> None:
+    report(tried="one file that fails (sha-256 mismatch), plain mode",
+           expected="exactly one stderr line naming the file and the reason")
     source, relpath = _corrupt_source(world, tmp_path)
     outcome = run_get({**env, "COLUMNS": "4096"}, [source], tmp_path / "out", json_events=False)
     assert outcome.code == 1
