@@ -1,0 +1,214 @@
+"""``python -m dtune get`` as a user runs it, against the fake server, a real ``dtune serve`` and nginx.
+
+Every run goes through ``run_dtune``, which also checks that stderr never
+holds a Python traceback, whatever the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from support.fakeserver import FakeServer, Rule
+from support.harness import child_env
+from support.realservers import DtuneServe, Nginx, Unavailable, free_port, public_dir
+
+RNG = random.Random(7)
+TREE: dict[str, bytes] = {
+    "readme.txt": b"hello\n",
+    "empty.dat": b"",
+    "100% real.txt": b"a percent sign in a name\n",
+    "sub dir/\u00fc \u00f1.bin": RNG.randbytes(200 * 1024),
+    "sub dir/deeper/na\u00efve file.dat": RNG.randbytes(3 * 1024 * 1024 + 5),   # above split_threshold
+    "\u65e5\u672c/\u30c7\u30fc\u30bf.bin": RNG.randbytes(10 * 1024),
+}
+
+
+def write_tree(root: Path, tree: dict[str, bytes]) -> None:
+    for rel, data in tree.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@dataclass
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_dtune(env: dict[str, str], *args: str, timeout: float = 60) -> Done:
+    proc = subprocess.run([sys.executable, "-m", "dtune", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return Done(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="module")
+def tree_dir() -> Iterator[Path]:
+    root = public_dir("dtune-test-tree-")
+    try:
+        write_tree(root, TREE)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass
+class Source:
+    kind: str
+    base: str                       # http://127.0.0.1:PORT (no trailing slash)
+    fake: FakeServer | None = None
+
+
+@pytest.fixture(scope="module", params=["fake", "dtune-serve", "nginx"])
+def source(request: pytest.FixtureRequest, tree_dir: Path,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Source]:
+    kind = request.param
+    if kind == "fake":
+        with FakeServer({"/" + rel: data for rel, data in TREE.items()}) as fake:
+            yield Source(kind, fake.base, fake)
+        return
+    try:
+        if kind == "dtune-serve":
+            server: DtuneServe | Nginx = DtuneServe(tree_dir, env=child_env(tmp_path_factory.mktemp("serve"))).start()
+        else:
+            server = Nginx(tree_dir).start()
+    except Unavailable as exc:
+        pytest.skip(f"{kind} not available: {exc}")
+    try:
+        yield Source(kind, server.base)
+    finally:
+        server.stop()
+
+
+def events_of(stdout: str) -> list[dict]:
+    events = []
+    for line in stdout.splitlines():
+        event = json.loads(line)   # every line is one JSON object
+        assert isinstance(event, dict) and isinstance(event.get("event"), str), line
+        events.append(event)
+    return events
+
+
+# -- exit 0 ---------------------------------------------------------------------------------------
+
+def test_a_tree_with_subdirectories_unicode_and_spaces_lands_byte_exact(
+        source: Source, tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    done = run_dtune(env, "get", source.base + "/", "-o", str(out), "--no-progress")
+    assert done.code == 0, done.stderr
+    assert read_tree(out) == TREE          # exact bytes, and no part or journal file left behind
+    assert f"{len(TREE)} of {len(TREE)} files verified" in done.stdout
+
+
+def test_json_prints_one_valid_object_per_line_with_start_file_done_and_summary(
+        source: Source, tmp_path: Path, env: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    done = run_dtune(env, "get", source.base + "/", "-o", str(out), "--json")
+    assert done.code == 0, done.stderr
+    events = events_of(done.stdout)
+    kinds = [e["event"] for e in events]
+    assert kinds.count("start") == 1 and kinds.count("summary") == 1
+    start = events[kinds.index("start")]
+    assert start["files"] == len(TREE) and start["bytes_resumed"] == 0
+    file_done = [e for e in events if e["event"] == "file_done"]
+    last_done = len(kinds) - 1 - kinds[::-1].index("file_done")
+    assert kinds.index("start") < kinds.index("file_done") and last_done < kinds.index("summary")
+    assert sorted(e["file"] for e in file_done) == sorted(TREE)
+    assert all(e["size"] == len(TREE[e["file"]]) for e in file_done)
+    summary = events[kinds.index("summary")]
+    assert summary["files_total"] == summary["files_verified"] == len(TREE)
+    assert summary["files_failed"] == 0 and summary["failed"] == []
+    assert summary["bytes"] == sum(len(d) for d in TREE.values())
+    assert read_tree(out) == TREE
+
+
+# -- exit 1 ---------------------------------------------------------------------------------------
+
+def test_a_missing_file_exits_1_and_is_listed_on_stderr_as_one_line(
+        source: Source, tmp_path: Path, env: dict[str, str]) -> None:
+    urls = tmp_path / "urls.txt"
+    urls.write_text(f"{source.base}/readme.txt\n{source.base}/{quote('sub dir/missing file.bin')}\n")
+    out = tmp_path / "out"
+    done = run_dtune(env, "get", str(urls), "-o", str(out))
+    assert done.code == 1, done.stderr
+    failed = [line for line in done.stderr.splitlines() if line.startswith("dtune: failed:")]
+    assert len(failed) == 1, done.stderr
+    assert "missing file.bin" in failed[0] and "404" in failed[0]
+    assert "1 of 2 files verified" in done.stdout
+    assert read_tree(out) == {"readme.txt": TREE["readme.txt"]}
+
+
+def test_a_missing_file_in_json_mode_is_in_the_summary_failed_list(
+        source: Source, tmp_path: Path, env: dict[str, str]) -> None:
+    urls = tmp_path / "urls.txt"
+    urls.write_text(f"{source.base}/readme.txt\n{source.base}/gone.bin\n")
+    done = run_dtune(env, "get", str(urls), "-o", str(tmp_path / "out"), "--json")
+    assert done.code == 1
+    events = events_of(done.stdout)
+    assert [e["file"] for e in events if e["event"] == "error"] == ["gone.bin"]
+    summary = next(e for e in events if e["event"] == "summary")
+    assert summary["files_failed"] == 1
+    assert [f["file"] for f in summary["failed"]] == ["gone.bin"]
+    assert "404" in summary["failed"][0]["reason"]
+
+
+def test_a_file_the_server_always_cuts_short_exits_1_without_a_final_file(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    data = RNG.randbytes(300 * 1024)
+    with FakeServer({"/cut.bin": data, "/ok.bin": b"fine\n"}) as fake:
+        fake.rules["/cut.bin"] = Rule(cut_at=100_000)
+        out = tmp_path / "out"
+        done = run_dtune(env, "get", fake.base + "/", "-o", str(out), "--retries", "1")
+    assert done.code == 1
+    failed = [line for line in done.stderr.splitlines() if line.startswith("dtune: failed:")]
+    assert len(failed) == 1 and "cut.bin" in failed[0]
+    assert not (out / "cut.bin").exists()
+    assert (out / "ok.bin").read_bytes() == b"fine\n"
+
+
+def test_an_unreachable_source_exits_1_with_one_line(tmp_path: Path, env: dict[str, str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}/data/x.bin"     # nobody listens there
+    done = run_dtune(env, "get", url, "-o", str(tmp_path / "out"))
+    assert done.code == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dtune: ") and "x.bin" in lines[0]
+
+
+# -- exit 2 ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args", [
+    [],                                                # no -o
+    ["-o", "{out}", "--cc", "0"],
+    ["-o", "{out}", "-p", "many"],
+    ["-o", "{out}", "--pp", "-3"],
+    ["-o", "{out}", "--stall-timeout", "0"],
+    ["-o", "{out}", "--connect-timeout", "soon"],
+    ["-o", "{out}", "--retries", "-1"],
+    ["-o", "{out}", "--no-such-option"],
+], ids=lambda a: " ".join(a[2:]) or "no-output")
+def test_a_bad_option_exits_2_with_a_one_line_error_and_touches_nothing(
+        tmp_path: Path, env: dict[str, str], args: list[str]) -> None:
+    out = tmp_path / "out"
+    argv = [a.format(out=out) for a in args]
+    done = run_dtune(env, "get", "http://127.0.0.1:9/x.bin", *argv)
+    assert done.code == 2, (done.stdout, done.stderr)
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and errors[0].startswith("dtune") and done.stdout == ""
+    assert not out.exists()
