@@ -7,7 +7,7 @@ The connection hands ``plan_file_response`` the request's method and its
 plus the file's size and validators (ETag and mtime) from one ``fstat``.
 It returns a ``Plan``: the status, and which bytes of the file form the body.
 Nothing here reads a clock or a socket, so every rule is a table row in
-``tests/test_server_conditions.py``.
+``tests/unit/server/test_server_conditions.py``.
 
 Rules (RFC 9110 §13 and §14):
 
