@@ -41,32 +41,32 @@ RETRYABLE = frozenset({408, 429})  # … and every 5xx
 
 
 # ---- reports: what a request says --------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SizeLearned:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RangeIgnored:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FileChanged:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Redirected:
     location: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Finished:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failed:
     error: Exception
 
@@ -75,19 +75,19 @@ Report = SizeLearned | RangeIgnored | FileChanged | Redirected | Finished | Fail
 
 
 # ---- actions: what the engine does -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Settle:
     """Commit the file if every byte is on disk, else let its lanes carry on."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FailFile:
     reason: str
     penalised: bool = False   # the lane's last answer time moves on (it waited for this failure)
     pause: float | None = None  # seconds the request's replica now rests (several replicas)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Requeue:
     """Ask again at once, no penalty for the file; ``pause``: seconds the replica now rests."""
 
@@ -95,14 +95,14 @@ class Requeue:
     penalised: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Retry:
     delay: float
     failures: int             # consecutive failures of the file, this one included
     pause: float | None = None  # seconds the request's replica now rests (several replicas)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RestartFile:
     reason: str
 
@@ -111,7 +111,7 @@ Action = Settle | FailFile | Requeue | Retry | RestartFile
 
 
 # ---- the failure table --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Failure:
     """The facts ``after_failure`` decides on (the engine gathers them from the request and file)."""
 

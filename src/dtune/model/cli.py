@@ -119,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- build -----------------------------------------------------------------------------------
 
 def shipped_log_path() -> Path:
-    from dtune.tuners.dtree import shipped_model_path
+    from dtune.model.paths import shipped_model_path
     return shipped_model_path().parent / "sweep-history.csv"
 
 
@@ -172,7 +172,7 @@ def clean_rows(rows: Iterable[dict]) -> tuple[list[dict], dict[str, int], str | 
 
 def run_build(args: argparse.Namespace) -> int:
     from dtune.model import Model
-    from dtune.tuners.dtree import default_model_path
+    from dtune.model.paths import default_model_path
 
     if args.csv:
         rows, origin = read_csv_rows(args.csv), args.csv
@@ -233,7 +233,7 @@ def run_build(args: argparse.Namespace) -> int:
 
 def load_model(path: str | None):
     from dtune.model import Model
-    from dtune.tuners.dtree import default_model_path, shipped_model_path
+    from dtune.model.paths import default_model_path, shipped_model_path
     if path:
         target = Path(path).expanduser()
     else:

@@ -54,7 +54,6 @@ notes. The user's explicit cc / p / pp are never changed.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,7 @@ from typing import Any
 
 from dtune.accounting import Snapshot
 from dtune.errors import DtuneError
+from dtune.model.paths import default_model_path, shipped_model_path
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners.base import Decision, Fixed, Tuner, TunerPlan, apply_fixed
@@ -80,21 +80,6 @@ class DTreeConstants:
     first_retune: float = FIRST_RETUNE
     cadence: tuple[tuple[float, float], ...] = CADENCE
     tolerance: float = TOLERANCE
-MODEL_FILE = "model.json"
-
-
-def default_model_path() -> Path:
-    """``$XDG_DATA_HOME/dtune/model.json`` (``~/.local/share/dtune/model.json``), where ``dtune model build`` writes."""
-    base = os.environ.get("XDG_DATA_HOME", "")
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".local" / "share"
-    return root / "dtune" / MODEL_FILE
-
-
-def shipped_model_path() -> Path:
-    """The demo model built from the shipped sweep log (``dtune/data/model.json``)."""
-    return Path(__file__).resolve().parent.parent / "data" / MODEL_FILE
-
-
 def period_for(avg_file_size: float, cadence: Sequence[tuple[float, float]] = CADENCE) -> tuple[str, float]:
     """("small" | "medium" | "large", re-tune period in s) for a dataset's average file size."""
     names = ("small", "medium", "large")

@@ -2,7 +2,8 @@
 
 ``dtune get --tuner`` takes its choices and its help from ``ENTRIES``, and the
 README's tuner table is ``markdown_table()`` (a test keeps the two equal:
-``python -m dtune.tuners.registry`` prints the table).
+``python -m dtune.tuners.registry`` prints the table). A tuner's module is
+imported when that tuner is built, not when the command line is parsed.
 """
 
 from __future__ import annotations
@@ -12,13 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dtune.model.paths import default_model_path
 from dtune.tuners.base import Fixed, Tuner
-from dtune.tuners.ditacchio import DiTacchioTuner
-from dtune.tuners.dtree import DTreeTuner, default_model_path
-from dtune.tuners.golike import GoLikeTuner
-from dtune.tuners.mdtp import MdtpTuner
-from dtune.tuners.promc import HeuristicTuner
-from dtune.tuners.static import StaticTuner
 
 STATIC_CHUNK = 8 << 20  # the static-chunks baseline's range: the size the MDTP paper compares against
 
@@ -67,14 +63,41 @@ def _auto(req: Request) -> Tuner:
 
 
 def _heuristic(mode: str) -> Callable[[Request], Tuner]:
-    return lambda req: HeuristicTuner(mode, max_cc=req.max_cc, max_partitions=req.max_partitions,
-                                      fixed=req.fixed)
+    def build(req: Request) -> Tuner:
+        from dtune.tuners.promc import HeuristicTuner
+        return HeuristicTuner(mode, max_cc=req.max_cc, max_partitions=req.max_partitions, fixed=req.fixed)
+    return build
 
 
 def _dtree(req: Request, *, auto: bool = False) -> Tuner:
+    from dtune.tuners.dtree import DTreeTuner
     return DTreeTuner(req.sla or "max-throughput", model=req.model, min_throughput=req.min_throughput,
                       max_energy=req.max_energy, max_cc=req.max_cc, max_partitions=req.max_partitions,
                       auto=auto, fixed=req.fixed)
+
+
+def _golike(req: Request) -> Tuner:
+    from dtune.tuners.golike import GoLikeTuner
+    return GoLikeTuner(fixed=req.fixed)
+
+
+def _static(req: Request) -> Tuner:
+    from dtune.tuners.static import StaticTuner
+    return StaticTuner(fixed=req.fixed)
+
+
+def _mdtp(chunks: int | None) -> Callable[[Request], Tuner]:
+    def build(req: Request) -> Tuner:
+        from dtune.tuners.mdtp import MdtpTuner
+        return MdtpTuner(static_chunks=chunks, fixed=req.fixed)
+    return build
+
+
+def _ditacchio(sla: str) -> Callable[[Request], Tuner]:
+    def build(req: Request) -> Tuner:
+        from dtune.tuners.ditacchio import DiTacchioTuner
+        return DiTacchioTuner(sla, fixed=req.fixed)
+    return build
 
 
 ENTRIES: tuple[Entry, ...] = (
@@ -86,19 +109,19 @@ ENTRIES: tuple[Entry, ...] = (
                 "(§1.4)", _heuristic("mc")),
     Entry("sc", "size partitions one after another, Algorithm 1 each (§1.3)", _heuristic("sc")),
     Entry("golike", "one partition, cc/p/pp from a table by average size: GO-like (approximation) (§1.6)",
-          lambda req: GoLikeTuner(fixed=req.fixed)),
+          _golike),
     Entry("static", "fixed cc/p/pp, unset values from a size rule: the baseline every report compares "
-                    "against", lambda req: StaticTuner(fixed=req.fixed)),
+                    "against", _static),
     Entry("mdtp", "several replicas: ranges per replica by bin packing, connections climbed (§3)",
-          lambda req: MdtpTuner(fixed=req.fixed)),
+          _mdtp(None)),
     Entry("static-chunks", "several replicas, the baseline: equal 8 MiB ranges, one connection each (§3.7)",
-          lambda req: MdtpTuner(static_chunks=STATIC_CHUNK, fixed=req.fixed)),
+          _mdtp(STATIC_CHUNK)),
     Entry("dtree", "θ from a decision-search-tree model of past transfers, re-tuned online; "
                    "`--sla max-throughput|min-energy` (§2)", _dtree),
     Entry("ditacchio-max", "Di Tacchio et al.'s throughput heuristic, as a baseline (§2.6)",
-          lambda req: DiTacchioTuner("max-throughput", fixed=req.fixed)),
+          _ditacchio("max-throughput")),
     Entry("ditacchio-energy", "Di Tacchio et al.'s energy heuristic, as a baseline (§2.6)",
-          lambda req: DiTacchioTuner("min-energy", fixed=req.fixed)),
+          _ditacchio("min-energy")),
 )
 BY_NAME: dict[str, Entry] = {e.name: e for e in ENTRIES}
 TUNERS: tuple[str, ...] = tuple(BY_NAME)
