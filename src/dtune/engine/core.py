@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 
 from dtune.accounting import Accounting, Snapshot
 from dtune.dataset import FileSpec
-from dtune.engine.files import FileState, commit_batch
+from dtune.engine.commit import Committer
+from dtune.engine.files import FileState
 from dtune.engine.options import EngineOptions
 from dtune.engine.outcomes import (
     Failed,
@@ -113,8 +114,7 @@ class Engine:
         self.acct: Accounting | None = None
         self._lane_ids = 0
         self._finished: asyncio.Event | None = None
-        self._commit_queue: list[FileState] = []
-        self._commit_wake = asyncio.Event()
+        self._committer = Committer(self.options.commit_batch, self._committed)
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
@@ -167,7 +167,7 @@ class Engine:
                    bytes_resumed=acct.bytes_resumed,
                    params={n: p.params.as_dict() for n, p in self.partitions.items()})
         ticker = asyncio.create_task(self._ticker())
-        committer = asyncio.create_task(self._committer())
+        committer = asyncio.create_task(self._committer.run())
         try:
             if self._remaining:
                 for part in self.partitions.values():
@@ -222,6 +222,7 @@ class Engine:
                 self._commit(f)
 
     async def _shutdown(self) -> None:
+        await self._committer.drain()  # a batch's files are its worker thread's until it ends
         lanes = list(self.lanes())
         for lane in lanes:
             if lane.task is not None:
@@ -502,21 +503,7 @@ class Engine:
         f.status = "verifying"
         self._detach(f)
         f.close_files()  # the queue can grow long: do not hold a descriptor per queued file
-        self._commit_queue.append(f)
-        self._commit_wake.set()
-
-    async def _committer(self) -> None:
-        """Commits in batches: files that complete while one batch syncs form the next."""
-        size = self.options.commit_batch
-        while True:
-            await self._commit_wake.wait()
-            self._commit_wake.clear()
-            while self._commit_queue:
-                batch = self._commit_queue[:size]
-                del self._commit_queue[:size]
-                errors = await asyncio.to_thread(commit_batch, batch)
-                for f, error in zip(batch, errors, strict=True):
-                    self._committed(f, error)
+        self._committer.add(f)
 
     def _committed(self, f: FileState, error: str | None) -> None:
         if error is not None:

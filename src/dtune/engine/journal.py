@@ -90,7 +90,9 @@ class Journal:
         os.write(self._fd, b"R %d %d\n" % (start, end))
 
     def sync(self) -> None:
-        os.fdatasync(self._fd)
+        fd = self._fd  # (read once: another thread may close the journal meanwhile)
+        if fd >= 0:
+            os.fdatasync(fd)
 
     def close(self) -> None:
         if self._fd >= 0:
