@@ -90,6 +90,7 @@ class Snapshot:
     retries: int
     connections: int           # open now
     rtt: float | None          # seconds, median of recent connect times
+    rtt_live: float | None = None  # seconds, median kernel RTT of the connections in use (TCP_INFO)
     partitions: dict[str, PartitionView] = field(default_factory=dict)
     origins: dict[str, OriginView] = field(default_factory=dict)
     # energy so far, when a meter runs: {"joules", "watts", "kind": "measured"|"estimated"}
@@ -125,6 +126,7 @@ class Accounting:
         self._origin_rates: dict[str, Rate] = {}
         self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (origin, partition) → [bytes, requests]
         self.open_connections = 0
+        self.rtt_live: float | None = None  # refreshed by the engine at each control tick
 
     # ---- registration (engine) -------------------------------------------
     def meter(self, origin: str, partition: str) -> Meter:
@@ -194,4 +196,4 @@ class Accounting:
             files_total=self.files_total, files_done=self.files_done,
             files_skipped=self.files_skipped, files_failed=self.files_failed,
             retries=self.retries, connections=self.open_connections, rtt=rtt,
-            partitions=parts, origins=origins)
+            rtt_live=self.rtt_live, partitions=parts, origins=origins)

@@ -69,6 +69,43 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         os.close(fd)
 
 
+_LIBC: object = None   # libc through ctypes, loaded on first use (None: not yet; False: not here)
+
+SYNC_FILE_RANGE_WRITE = 2  # <linux/fs.h>: start writing dirty pages back, do not wait
+
+
+def _libc():  # noqa: ANN202 (a ctypes.CDLL, or False)
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            _LIBC = False
+    return _LIBC
+
+
+def syncfs(fd: int) -> bool:
+    """Make the whole file system of ``fd`` durable (Linux ``syncfs``); False where it is missing or fails."""
+    call = getattr(_libc(), "syncfs", None)
+    return call is not None and call(fd) == 0
+
+
+def start_writeback(fd: int) -> bool:
+    """Start writing ``fd``'s dirty pages to disk now, without waiting for them (Linux
+    ``sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE)``); False where it is missing.
+
+    The kernel otherwise holds written data in memory until a tenth of RAM is
+    dirty: the ``fsync`` before a large file is renamed into place would then
+    write all of it at the end of the transfer.
+    """
+    call = getattr(_libc(), "sync_file_range", None)
+    if call is None or fd < 0:
+        return False
+    import ctypes
+    return call(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), SYNC_FILE_RANGE_WRITE) == 0
+
+
 def raise_open_file_limit(want: int | None = None) -> None:
     """Lift the soft RLIMIT_NOFILE to ``want`` descriptors (default: the hard limit), never lower it.
 

@@ -25,6 +25,8 @@ from dtune.netfacts import NetworkFacts
 from dtune.netprobe import gather_facts
 from dtune.params import Params
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
+from dtune.tuners.online import DEFAULT_CAP, OnlineTuner
+from dtune.tuners.registry import online_default
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
 DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
@@ -55,6 +57,8 @@ class TransferPlan:
     min_throughput_mbps: float | None = None  # its throughput floor (min-energy), Mbit/s
     max_energy_j: float | None = None  # its energy ceiling (max-throughput), J
     model: str | None = None           # its model file (default: dtune model build's path)
+    online: bool | None = None         # the online search; None: the tuner's default (on for auto)
+    max_per_host: int = DEFAULT_CAP    # most connections to one origin
 
     def fixed(self) -> Fixed:
         """The parameters the user set explicitly: no tuner may change them."""
@@ -65,10 +69,12 @@ async def plan_tuning(plan: TransferPlan, specs: list,
                       emit: EventSink) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
     """Pick the tuner, gather the network facts it needs, and get its first plan."""
     replicas = max(1 + len(s.mirrors) for s in specs)
-    tuner = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
-                       max_partitions=plan.partitions, replicas=replicas, files=len(specs),
-                       sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
-                       model=plan.model)
+    base = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
+                      max_partitions=plan.partitions, replicas=replicas, files=len(specs),
+                      sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
+                      model=plan.model)
+    search = online_default(plan.tuner) if plan.online is None else plan.online
+    tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed())
     sizes = [s.size for s in specs]
     known = [s for s in sizes if s is not None]
     facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,
@@ -127,21 +133,33 @@ class KernelKnobs:
             self._knobs.restore()
 
 
-def _driver(tuner: Tuner, engine: Engine, samples: list[dict], knobs: KernelKnobs,
-            meter: object | None) -> Callable[[Snapshot], None]:
-    """Each second: read energy, keep a sample, feed the tuner, apply what it decides."""
-    def on_tick(snap: Snapshot) -> None:
-        if meter is not None:
-            reading = meter.stop()  # a reading so far; the meter keeps running
-            snap.energy = {"joules": round(reading.joules, 3), "watts": round(reading.watts, 3),
+class _Driver:
+    """Feeds the tuner and keeps the samples: ``control`` every control tick (the tuner's update,
+    its decision applied at once), ``tick`` every second (an energy reading and one sample)."""
+
+    def __init__(self, tuner: Tuner, engine: Engine, samples: list[dict], knobs: KernelKnobs,
+                 meter: object | None) -> None:
+        self.tuner, self.engine, self.samples, self.knobs, self.meter = tuner, engine, samples, knobs, meter
+        self.energy: dict | None = None
+
+    def tick(self, snap: Snapshot) -> None:
+        if self.meter is not None:
+            reading = self.meter.stop()  # a reading so far; the meter keeps running
+            self.energy = {"joules": round(reading.joules, 3), "watts": round(reading.watts, 3),
                            "kind": reading.kind}
-        samples.append({"t": round(snap.elapsed, 3), "bytes": snap.bytes, "rate_mbps": round(snap.mbps, 3),
-                        "params": {n: p.params.as_dict() for n, p in engine.partitions.items()},
-                        **({"energy_j": snap.energy["joules"]} if snap.energy else {})})
-        decision = tuner.update(engine.now(), snap)
+            snap.energy = self.energy
+        self.samples.append({"t": round(snap.elapsed, 3), "bytes": snap.bytes,
+                             "rate_mbps": round(snap.mbps, 3),
+                             "params": {n: p.params.as_dict() for n, p in self.engine.partitions.items()},
+                             **({"energy_j": snap.energy["joules"]} if snap.energy else {})})
+
+    def control(self, snap: Snapshot) -> None:
+        snap.energy = self.energy
+        decision = self.tuner.update(self.engine.now(), snap)
         if decision is not None:
-            engine.apply(knobs.settle(decision.params), reason=decision.reason)
-    return on_tick
+            if decision.event:
+                self.engine.emit("online", **decision.event)
+            self.engine.apply(self.knobs.settle(decision.params), reason=decision.reason)
 
 
 async def _start_meter(plan: TransferPlan, emit: EventSink):
@@ -202,7 +220,9 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
         if on_engine is not None:
             on_engine(engine)
         samples: list[dict] = []
-        engine.tick_listeners.append(_driver(tuner, engine, samples, knobs, meter))
+        driver = _Driver(tuner, engine, samples, knobs, meter)
+        engine.tick_listeners.append(driver.tick)
+        engine.control_listeners.append(driver.control)
         if on_progress is not None:
             engine.tick_listeners.append(on_progress)
         result = await engine.run()

@@ -15,6 +15,7 @@ from dtune.errors import DtuneError, UsageError
 from dtune.loop import run_async
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
 from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan, transfer
+from dtune.tuners.online import DEFAULT_CAP
 from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
 from dtune.tuners.registry import TUNERS
 from dtune.tuners.registry import help_text as tuner_help
@@ -55,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"most groups (files in flight) a tuner may use (default {DEFAULT_MAX_CC})")
     tuning.add_argument("--partitions", type=int, choices=range(1, 5), default=DEFAULT_PARTITIONS,
                         metavar="1-4", help="most size partitions (default 2)")
+    tuning.add_argument("--online", action=argparse.BooleanOptionalAction, default=None,
+                        help="search the number of connections on measured goodput while the transfer "
+                             "runs, starting from the tuner's θ (default: on for auto and dtree, off for "
+                             "the papers' tuners, which --online turns on)")
+    tuning.add_argument("--max-connections-per-host", type=argtypes.positive, default=DEFAULT_CAP,
+                        metavar="N", dest="max_per_host",
+                        help=f"most connections to one origin, whatever the tuner (default {DEFAULT_CAP}); "
+                             "values you fix with --cc and -p are kept")
     tuning.add_argument("--bandwidth", type=argtypes.rate, metavar="RATE",
                         help="link bandwidth in bits/s, e.g. 1G or 400M (default: a short probe)")
     tuning.add_argument("--tcp-buffer", type=argtypes.size, metavar="BYTES",
@@ -109,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-energy must be > 0 joules")
     plan = TransferPlan(sources=args.sources, outdir=args.output, cc=args.cc, p=args.p, pp=args.pp,
                         mirrors=args.mirror, options=options, tuner=args.tuner, max_cc=args.max_cc,
-                        partitions=args.partitions, bandwidth=args.bandwidth,
+                        partitions=args.partitions, bandwidth=args.bandwidth, online=args.online,
+                        max_per_host=args.max_per_host,
                         tcp_buffer=args.tcp_buffer, rtt=args.rtt, sla=args.sla,
                         min_throughput_mbps=None if args.min_throughput is None else args.min_throughput * 8 / 1e6,
                         max_energy_j=args.max_energy, model=args.model)

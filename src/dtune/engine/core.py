@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -119,8 +120,10 @@ class Engine:
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
         # called once a tick, right after the accounting tick, with a fresh snapshot
-        # (progress display, tuners): they see rates that include the last tick
+        # (progress display, samples): they see rates that include the last tick
         self.tick_listeners: list[Callable[[Snapshot], None]] = []
+        # called every control tick with a fresh snapshot (tuners: cumulative bytes, live RTT)
+        self.control_listeners: list[Callable[[Snapshot], None]] = []
 
     # ---- public ------------------------------------------------------------
     @property
@@ -137,6 +140,10 @@ class Engine:
     def snapshot(self) -> Snapshot:
         assert self.acct is not None, "snapshot() before run()"
         return self.acct.snapshot(self.now())
+
+    def emit(self, kind: str, **fields: object) -> None:
+        """An NDJSON event of the transfer (with the engine's clock), for whoever drives it."""
+        self._emit(kind, **fields)
 
     def lanes(self) -> Iterator[Lane]:
         """Every lane of every partition (retiring ones included)."""
@@ -536,10 +543,18 @@ class Engine:
     # ---- housekeeping ---------------------------------------------------------
     async def _ticker(self) -> None:
         opts = self.options
-        last_sync = self.now()
+        last_sync = last_tick = last_writeback = self.now()
         while True:
-            await asyncio.sleep(opts.tick)
+            await asyncio.sleep(min(opts.control_tick, opts.tick) if self.control_listeners else opts.tick)
             now = self.now()
+            if self.control_listeners:
+                self.acct.rtt_live = self._live_rtt()
+                snap = self.acct.snapshot(now)
+                for listener in list(self.control_listeners):
+                    listener(snap)
+            if now - last_tick < opts.tick - opts.timer_slack:
+                continue
+            last_tick = now
             self.acct.tick(now)
             snap = None
             if self.tick_listeners:
@@ -559,10 +574,21 @@ class Engine:
             for lane in list(self._idle):
                 lane.wake.set()  # backoffs may have expired
             if now - last_sync >= opts.sync_interval:
-                last_sync = now
+                last_sync = last_writeback = now
                 open_files = [f for f in self.files if f.fd >= 0]
                 if open_files:
                     await asyncio.to_thread(lambda fs=open_files: [f.sync() for f in fs])
+            elif now - last_writeback >= opts.writeback_interval:
+                last_writeback = now
+                large = [f for f in self.files if f.fd >= 0 and f.journaled]
+                if large:
+                    await asyncio.to_thread(lambda fs=large: [f.write_back() for f in fs])
+
+    def _live_rtt(self) -> float | None:
+        """Median of the kernel's RTT estimates over the connections that are receiving."""
+        rtts = [r for lane in self.lanes() if lane.conn is not None and lane.conn.in_flight
+                for r in (lane.conn.tcp_rtt(),) if r is not None]
+        return statistics.median(rtts) if rtts else None
 
     def _check_stalls(self, now: float) -> None:
         limit = self.options.stall_timeout

@@ -13,7 +13,6 @@ Disk operations here are plain blocking calls; the engine runs the slow ones
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 from pathlib import Path
@@ -22,7 +21,7 @@ from dtune.dataset import FileSpec
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
 from dtune.engine.ranges import RangeSet
 from dtune.errors import DtuneError, HTTPError
-from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file
+from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
 
 
@@ -232,6 +231,15 @@ class FileState:
         except OSError:
             pass  # the descriptor was closed meanwhile; the final commit syncs again
 
+    def write_back(self) -> None:
+        """Start writing this part file's dirty pages to disk, without waiting. Blocking (briefly)."""
+        fd = self.fd
+        if fd >= 0 and self.journaled:
+            try:
+                start_writeback(fd)
+            except OSError:
+                pass  # the descriptor was closed meanwhile
+
     def close_files(self) -> None:
         if self.journal is not None:
             self.journal.close()
@@ -290,17 +298,6 @@ class FileState:
         return reason
 
 
-def _load_syncfs():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.syncfs
-    except (OSError, AttributeError):
-        return None
-
-
-_SYNCFS = _load_syncfs()
-
-
 def commit_batch(files: list[FileState]) -> list[str | None]:
     """Verify, make durable, then rename each file into place. Blocking.
 
@@ -313,8 +310,8 @@ def commit_batch(files: list[FileState]) -> list[str | None]:
     errors = [f.verify() for f in files]
     good = [f for f, e in zip(files, errors, strict=True) if e is None]
     synced = False
-    if len(good) > 1 and _SYNCFS is not None:
-        synced = _SYNCFS(good[0].fd) == 0
+    if len(good) > 1:
+        synced = syncfs(good[0].fd)
     for i, f in enumerate(files):
         if errors[i] is not None:
             continue

@@ -22,7 +22,9 @@ no chunking) complete on EOF; their length is then checked by the caller.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import struct
 from collections import deque
 from typing import Protocol
 
@@ -31,6 +33,8 @@ import httptools
 from dtune.errors import DtuneError, HTTPError, ProtocolError
 from dtune.http.message import Origin
 
+_TCP_INFO = getattr(socket, "TCP_INFO", 11)   # Linux; elsewhere getsockopt fails and tcp_rtt is None
+_TCP_INFO_LEN = 104                           # through tcpi_total_retrans: tcpi_rtt at 68, tcpi_rcv_rtt at 92
 MAX_HEADER_BYTES = 64 * 1024  # total header block we accept (nginx's large_client_header_buffers is 4×8k)
 MAX_HEADERS = 200
 
@@ -134,6 +138,27 @@ class Connection(asyncio.Protocol):
     # ---- asyncio.Protocol ----------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+
+    def tcp_rtt(self) -> float | None:
+        """The kernel's round-trip estimate for this connection, in seconds (Linux TCP_INFO).
+
+        The receiver's own estimate (``tcpi_rcv_rtt``) when the kernel has one, else the
+        sender-side smoothed RTT of our requests; None where TCP_INFO is not available.
+        """
+        if not self.usable:
+            return None
+        sock = self.transport.get_extra_info("socket")  # None for in-memory transports
+        if sock is None:
+            return None
+        try:
+            info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _TCP_INFO_LEN)
+        except (OSError, AttributeError, ValueError):
+            return None
+        if len(info) < _TCP_INFO_LEN:
+            return None
+        rtt, _, rcv_rtt = (struct.unpack_from("I", info, off)[0] for off in (68, 72, 92))
+        micros = rcv_rtt or rtt
+        return micros / 1e6 if micros else None
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._loop.time()

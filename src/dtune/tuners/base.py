@@ -136,6 +136,7 @@ class TunerPlan:
 class Decision:
     params: dict[str, Params]
     reason: str
+    event: dict | None = None   # the measurement behind it, emitted as an NDJSON event when set
 
 
 class Tuner:
@@ -144,6 +145,7 @@ class Tuner:
     name = "tuner"
     label = "tuner"
     needs_facts = False  # whether plan() uses measured network facts
+    sizes_connections = False  # True: the tuner itself sizes the connections per replica (MDTP's climber)
 
     def __init__(self, *, fixed: Fixed | Mapping[str, int] | None = None) -> None:
         self.fixed = Fixed.of(fixed)

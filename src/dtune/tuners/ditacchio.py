@@ -222,6 +222,7 @@ class DiTacchioTuner(Tuner):
     """
 
     needs_facts = True
+    sizes_connections = True   # its machine counts the groups
 
     def __init__(self, sla: str = "max-throughput", *, constants: DiTacchioConstants | None = None,
                  partitions: int = PARTITIONS, cpu_time: Callable[[], float] = _process_cpu_time,

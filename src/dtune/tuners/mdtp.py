@@ -283,6 +283,7 @@ class MdtpTuner(Tuner):
     """
 
     needs_facts = True
+    sizes_connections = True
 
     def __init__(self, *, constants: MdtpConstants | None = None, period: float = 1.0,
                  static_chunks: int | None = None, fixed: Fixed | Mapping[str, int] | None = None) -> None:

@@ -2,7 +2,7 @@
 
 ``dtune get --tuner`` takes its choices and its help from ``ENTRIES``, and the
 README's tuner table is ``markdown_table()`` (a test keeps the two equal:
-``python -m dtune.tuners.registry`` prints the table). A tuner's module is
+``registry.markdown_table()`` prints it). A tuner's module is
 imported when that tuner is built, not when the command line is parsed.
 """
 
@@ -43,6 +43,7 @@ class Entry:
     name: str
     summary: str                        # one line, Markdown: the README table and ``--help``
     build: Callable[[Request], Tuner]
+    online: bool = False                # the online search runs by default (--online / --no-online)
 
 
 def auto_choice(req: Request) -> str:
@@ -102,7 +103,8 @@ def _ditacchio(sla: str) -> Callable[[Request], Tuner]:
 
 ENTRIES: tuple[Entry, ...] = (
     Entry("auto", "ProMC; MDTP for one or two files with replicas; the decision tree when a model "
-                  "built by `dtune model build` knows this kind of transfer", _auto),
+                  "built by `dtune model build` knows this kind of transfer; then the online search "
+                  "sizes the connections while the transfer runs", _auto, online=True),
     Entry("promc", "size partitions, Algorithm 1 per partition, groups shared by δ-weighted bytes and "
                    "re-allocated online (docs/algorithms.md §1.5)", _heuristic("promc")),
     Entry("mc", "size partitions at once, Algorithm 1 per partition, groups dealt round-robin, hand-over "
@@ -117,7 +119,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("static-chunks", "several replicas, the baseline: equal 8 MiB ranges, one connection each (§3.7)",
           _mdtp(STATIC_CHUNK)),
     Entry("dtree", "θ from a decision-search-tree model of past transfers, re-tuned online; "
-                   "`--sla max-throughput|min-energy` (§2)", _dtree),
+                   "`--sla max-throughput|min-energy` (§2); the online search on top", _dtree, online=True),
     Entry("ditacchio-max", "Di Tacchio et al.'s throughput heuristic, as a baseline (§2.6)",
           _ditacchio("max-throughput")),
     Entry("ditacchio-energy", "Di Tacchio et al.'s energy heuristic, as a baseline (§2.6)",
@@ -142,6 +144,11 @@ def make_tuner(name: str, *, fixed: Fixed | Mapping[str, int] | None = None, max
 
 
 _SECTION = re.compile(r"\s*\((?:docs/algorithms\.md )?§[0-9.–]+\)")
+
+
+def online_default(name: str) -> bool:
+    """Does the online search run under this tuner unless told otherwise?"""
+    return BY_NAME[name].online
 
 
 def help_text() -> str:

@@ -31,6 +31,7 @@ from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners import registry
 from dtune.tuners.base import Fixed, Tuner, TunerPlan, _init_params
+from dtune.tuners.online import OnlineTuner
 
 KB, MB = 1000, 1000 * 1000
 SIZES = [100 * KB] * 40 + [8 * MB] * 10 + [300 * MB] * 3     # small, medium and large files
@@ -44,12 +45,16 @@ FACTS = {
 }
 FIXED = Fixed(cc=3, p=2, pp=5)
 CASES = [(name, facts) for name in registry.TUNERS for facts in FACTS]
+CASES += [("online:" + name, facts) for name in registry.TUNERS for facts in FACTS]
 
 
 def build(name: str, facts: str, fixed: Fixed | None = None) -> Tuner:
+    """The registry's tuner; ``online:NAME`` wraps it in the online search, as ``--online`` does."""
     replicas = len(FACTS[facts].replica_origins) or 1
-    return registry.make_tuner(name, fixed=fixed, max_cc=16, max_partitions=2, replicas=replicas,
-                               files=len(SIZES))
+    online = name.startswith("online:")
+    tuner = registry.make_tuner(name.removeprefix("online:"), fixed=fixed, max_cc=16, max_partitions=2,
+                                replicas=replicas, files=len(SIZES))
+    return OnlineTuner(tuner, fixed=fixed) if online else tuner
 
 
 def check_params(params: Params, replicas: int) -> None:
@@ -62,12 +67,13 @@ def check_params(params: Params, replicas: int) -> None:
 
 def check_fixed(params: dict[str, Params], fixed: Fixed, *, files_left: bool = True) -> None:
     """p and pp everywhere; the groups of all partitions add up to the user's cc while any file is
-    left (after the last file, a tuner may let them go)."""
+    left (after the last file, a tuner may let them go). Only the values set are checked."""
     for name, p in params.items():
-        assert p.p == fixed.p, (name, p)
-        assert p.pp == fixed.pp, (name, p)
-    total = sum(p.cc for p in params.values())
-    assert total == fixed.cc if files_left else total <= fixed.cc, params
+        assert fixed.p is None or p.p == fixed.p, (name, p)
+        assert fixed.pp is None or p.pp == fixed.pp, (name, p)
+    if fixed.cc is not None:
+        total = sum(p.cc for p in params.values())
+        assert total == fixed.cc if files_left else total <= fixed.cc, params
 
 
 def snapshots(tplan: TunerPlan, sizes: list[int], replicas: int) -> Iterator[tuple[float, Snapshot]]:
@@ -152,6 +158,20 @@ def test_every_plan_and_decision_is_valid_params(name: str, facts: str) -> None:
     assert 1 <= total_cc <= 32, tplan.params   # max_cc 16; Di Tacchio's own cap is 32 groups
 
 
+PARTIAL = [Fixed(p=2, pp=5), Fixed(cc=3, pp=5), Fixed(pp=1)]
+
+
+@pytest.mark.parametrize("fixed", PARTIAL, ids=str)
+@pytest.mark.parametrize("name", ["promc", "mc", "sc", "golike", "static", "dtree"])
+def test_the_online_search_keeps_what_the_user_fixed_while_it_moves_the_rest(name: str, fixed: Fixed) -> None:
+    tuner = build("online:" + name, "one-source", fixed)
+    tplan, decisions = run(tuner, "one-source")
+    assert decisions, "the search never moved"
+    check_fixed(tplan.params, fixed)
+    for snap, params in decisions:
+        check_fixed(params, fixed, files_left=snap.files_done < snap.files_total)
+
+
 def test_fixed_p_is_spread_over_replicas_not_replaced() -> None:
     # three replicas, p = 2 per group: two lanes in all, never one per replica (= 3)
     for name in ("mdtp", "promc", "mc"):
@@ -160,7 +180,8 @@ def test_fixed_p_is_spread_over_replicas_not_replaced() -> None:
 
 
 # ---- purity --------------------------------------------------------------------------------------------
-MODULES = ["base", "registry", "static", "golike", "heuristic", "promc", "mdtp", "dtree", "ditacchio"]
+MODULES = ["base", "registry", "static", "golike", "heuristic", "promc", "mdtp", "dtree", "ditacchio",
+           "online"]
 
 
 def test_no_tuner_module_imports_anything_that_imports_asyncio() -> None:
@@ -178,7 +199,7 @@ def test_no_tuner_module_imports_anything_that_imports_asyncio() -> None:
 def test_readme_tuner_table_is_the_registrys() -> None:
     readme = (ROOT / "README.md").read_text()
     assert registry.markdown_table() in readme, \
-        "README.md's tuner table differs from the registry: paste `python -m dtune.tuners.registry`"
+        "README.md's tuner table differs from the registry: paste dtune.tuners.registry.markdown_table()"
 
 
 def test_get_help_and_choices_list_every_registered_tuner() -> None:

@@ -1,0 +1,440 @@
+"""The closed loop: how many connections the path needs now, searched while the transfer runs.
+
+Theory of operation
+-------------------
+A paper tuner (ProMC, the decision tree, …) chooses θ once from facts
+measured before the transfer and splits it between partitions; when the
+path changes, θ stays. ``OnlineTuner`` wraps any tuner: the tuner keeps
+deciding *how to split* connections between partitions (its ``Params`` per
+partition are the shape), and ``OnlineSearch`` decides *how many*
+connections in all, N, from the goodput the transfer itself measures.
+
+A step of the search is judged over one measurement window after a settle
+time: ``settle_rtts`` round trips after a change (new connections are in
+slow start), then ``measure_rtts`` round trips of bytes written (at least
+``min_window`` s, so that a window holds enough ticks on a fast path, at most
+``max_window``). The RTT is the kernel's estimate on the connections in use
+(``Snapshot.rtt_live``). The search runs through four phases:
+
+* **start** — measure the tuner's own θ. If its connections are
+  window-limited (each carries at least ``window_limited`` × window / RTT),
+  more connections can help: probe **up**; else probe **down**.
+* **up** — multiply N by ``grow``. A step is kept only if goodput rises by at
+  least ``gain`` (a connection that adds less than its share is not worth
+  holding: the utility penalises connections adding nothing), and the next
+  step is tried; otherwise N goes back to the best, and the search probes down.
+* **down** — multiply N by ``shrink``. A step is kept if goodput falls by at
+  most ``shed_loss``: the rate is reached with fewer connections. Otherwise N
+  goes back and the search **holds**.
+* **hold** — keep N and watch: a goodput ``change`` (±25 %) away from the
+  reference for ``confirm`` windows in a row means the path changed. A drop
+  on window-limited connections (the RTT grew) jumps straight to the count
+  that restores the former rate, then probes up from there; a drop on
+  connections that are not window-limited (less bandwidth) probes down; a
+  rise probes up. After ``reprobe`` quiet windows it tries one probe (up when
+  window-limited, else down); each probe that fails doubles the wait, so a
+  stable path is not disturbed for long.
+
+N never exceeds ``cap`` connections to one origin (``--max-connections-per-host``,
+64 by default), and the search stops probing when less than ``tail_seconds``
+of work is left at the current rate. Values the user fixed are never
+changed: with cc and p both fixed there is nothing to search. Falcon
+(Arifuzzaman et al.) searches concurrency with a utility that penalises each
+connection and converges in about 20 s; FTS3's optimizer moves one or two
+transfers a minute. Judging steps in round trips rather than seconds, and
+growing multiplicatively, this search converges in a few seconds.
+
+Pure: no clock or socket; every observation comes in with the snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dtune.accounting import Snapshot
+from dtune.netfacts import ASSUMED_BUFFER, NetworkFacts, os_receive_buffer_max
+from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params
+from dtune.tuners.base import Decision, Fixed, Tuner, TunerPlan, apply_fixed, split_lanes
+
+DEFAULT_CAP = 64  # connections to one origin: aria2c holds at most 16 per server, Apache's
+                  # MaxRequestWorkers is 150; 64 fill 1 Gbit/s at 120 ms with 512 KiB windows
+
+
+@dataclass(slots=True)
+class OnlineConstants:
+    """Every constant of the search (see the module docstring)."""
+
+    grow: float = 2.0             # a probe up multiplies the connections by this
+    shrink: float = 0.7           # a probe down multiplies them by this
+    gain: float = 0.06            # a probe up is kept only if goodput rises by at least 6 %
+    shed_loss: float = 0.03       # a probe down is kept if goodput falls by at most 3 %
+    change: float = 0.25          # in hold, goodput this far from the reference …
+    confirm: int = 2              # … for this many windows in a row: the path changed
+    settle_rtts: float = 3.0      # after a change, no measuring for 3 RTTs (slow start) once the open
+                                  # connections match the new count (retiring ones drain first) …
+    converge_rtts: float = 20.0   # … or once this many RTTs (at least 1 s) have passed anyway
+    measure_rtts: float = 6.0     # a window spans 6 RTTs of bytes …
+    min_settle: float = 0.1       # s
+    min_window: float = 0.3       # … and at least 0.3 s (3 control ticks) …
+    max_window: float = 2.0       # … and at most 2 s
+    reprobe: int = 20             # quiet hold windows before one probe; doubles after each failed probe
+    reprobe_max: int = 160
+    window_limited: float = 0.6   # per-connection goodput ≥ 0.6 × window / RTT: window-limited
+    window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (Algorithm 1's)
+    tail_seconds: float = 2.0     # less work left than this at the current rate: no more probes
+    default_rtt: float = 0.05     # s, until a connection has one
+
+
+@dataclass(slots=True)
+class Step:
+    """One move of the search: the new total ``n`` and why (with the measurement behind it)."""
+
+    n: int
+    reason: str
+    event: dict = field(default_factory=dict)
+
+
+class OnlineSearch:
+    """The number of connections, searched from measured goodput (pure; see the module docstring)."""
+
+    def __init__(self, start: int, *, cap: int, window: float, constants: OnlineConstants | None = None,
+                 floor: int = 1) -> None:
+        self.k = constants or OnlineConstants()
+        self.cap = max(1, cap)
+        self.floor = max(1, min(floor, self.cap))
+        self.window = window                     # bytes one connection keeps in flight
+        self.n = self._clamp(start)
+        self.phase = "start"
+        self.best: tuple[int, float] | None = None   # (connections, goodput) to beat
+        self.ref: float | None = None            # hold: the goodput the path gives
+        self.steps = 0
+        self._changed_at: float | None = None
+        self._mark: tuple[float, int] | None = None
+        self._off = 0
+        self._quiet = 0
+        self._reprobe = self.k.reprobe
+        self._probing = False      # a single re-probe from hold: on failure, straight back
+        self._last_probe_up = False
+        self._moved_from: int | None = None   # the count before the last move
+        self._converged_at: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<OnlineSearch n={self.n} {self.phase} best={self.best} ref={self.ref}>"
+
+    def _clamp(self, n: float) -> int:
+        return max(self.floor, min(self.cap, int(n)))
+
+    def windows(self, rtt: float) -> tuple[float, float]:
+        """(settle, measure) seconds for a path of this RTT."""
+        k = self.k
+        return (max(k.min_settle, k.settle_rtts * rtt),
+                min(k.max_window, max(k.min_window, k.measure_rtts * rtt)))
+
+    def _matches(self, connections: int) -> bool:
+        """Have the open connections followed the last move (fewer: drained; more: opened)?"""
+        if self._moved_from is None or self._moved_from == self.n:
+            return True
+        if self.n < self._moved_from:
+            return connections <= self.n
+        return connections >= 0.9 * self.n
+
+    def window_limited(self, goodput: float, rtt: float) -> bool:
+        """Does each connection carry about what its window allows over this RTT?"""
+        per = goodput / max(1, self.n)
+        return per >= self.k.window_limited * self.window / max(rtt, 1e-4)
+
+    def observe(self, now: float, nbytes: int, rtt: float | None, *, connections: int | None = None,
+                seconds_left: float | None = None) -> Step | None:
+        """Feed the bytes written so far at ``now`` (and the connections open); a ``Step`` when the
+        search moves. A window starts only once the open connections match the count it judges."""
+        rtt = rtt or self.k.default_rtt
+        if self._changed_at is None:
+            self._changed_at = now
+        settle, measure = self.windows(rtt)
+        if self._mark is None:
+            if self._converged_at is None:
+                late = now - self._changed_at >= max(1.0, self.k.converge_rtts * rtt)
+                if connections is None or late or self._matches(connections):
+                    self._converged_at = now
+                return None
+            if now - self._converged_at >= settle:
+                self._mark = (now, nbytes)
+            return None
+        t0, b0 = self._mark
+        if now - t0 < measure:
+            return None
+        goodput = (nbytes - b0) / (now - t0)
+        self._mark = (now, nbytes)
+        tail = seconds_left is not None and seconds_left < self.k.tail_seconds
+        return self._decide(now, goodput, rtt, tail)
+
+    # ---- the phases ----------------------------------------------------------------------
+    def _decide(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
+        k = self.k
+        if self.phase == "start":
+            self.best = (self.n, g)
+            self.ref = g
+            if tail:
+                self.phase = "hold"
+                return None
+            if self.window_limited(g, rtt):
+                return self._up(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, window-limited")
+            return self._down(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, not window-limited")
+        if self.phase == "up":
+            bn, bg = self.best
+            if self._probing and g < bg * (1 + k.gain):
+                return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, not "
+                                               f"{1 + k.gain:.2f}× {_mbps(bg)} with {bn}")
+            if g >= bg * (1 + k.gain):
+                self.best = (self.n, g)
+                if self.n < self.cap and not tail:
+                    return self._up(now, g, rtt, f"{self.n} connections gave {_mbps(g)} (was {_mbps(bg)} "
+                                                 f"with {bn})")
+                return self._hold(g)
+            why = f"{self.n} connections gave {_mbps(g)}, not {1 + k.gain:.2f}× {_mbps(bg)} with {bn}"
+            if tail or bn <= self.floor:
+                return self._back(now, g, rtt, why)
+            self.phase = "down"
+            return self._move(now, math.floor(bn * k.shrink), g, rtt, f"{why}: try fewer than {bn}")
+        if self.phase == "down":
+            bn, bg = self.best
+            if g >= bg * (1 - k.shed_loss):
+                self.best = (self.n, g)
+                if self.n > self.floor and not tail:
+                    return self._down(now, g, rtt, f"{self.n} connections still give {_mbps(g)} "
+                                                   f"(had {_mbps(bg)} with {bn})")
+                return self._hold(g)
+            return self._back(now, g, rtt, f"{self.n} connections gave {_mbps(g)}, less than "
+                                           f"{1 - k.shed_loss:.2f}× {_mbps(bg)} with {bn}")
+        return self._in_hold(now, g, rtt, tail)
+
+    def _in_hold(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
+        k = self.k
+        if self.ref is None:
+            self.ref = g
+            return None
+        ratio = g / self.ref if self.ref > 0 else 1.0
+        if tail:
+            return None
+        if abs(ratio - 1) > k.change:
+            self._off += 1
+            if self._off < k.confirm:
+                return None
+            self._off = 0
+            self._quiet = 0
+            self._reprobe = k.reprobe
+            ref, self.best = self.ref, (self.n, g)
+            self.ref = g
+            if ratio < 1 and self.window_limited(g, rtt):
+                # the RTT grew: as many more connections as restore the former rate
+                return self._move(now, math.ceil(self.n * ref / max(g, 1.0)), g, rtt,
+                                  f"path changed: {_mbps(g)} instead of {_mbps(ref)} on window-limited "
+                                  f"connections (RTT {rtt * 1000:.0f} ms)", phase="up")
+            if ratio < 1:
+                return self._down(now, g, rtt, f"path changed: {_mbps(g)} instead of {_mbps(ref)}, "
+                                               "connections not window-limited")
+            return self._up(now, g, rtt, f"path changed: {_mbps(g)} instead of {_mbps(ref)}")
+        self._off = 0
+        self.ref = 0.8 * self.ref + 0.2 * g
+        self._quiet += 1
+        if self._quiet < self._reprobe:
+            return None
+        self._quiet = 0
+        self._reprobe = min(k.reprobe_max, self._reprobe * 2)  # back to k.reprobe after a kept probe
+        self.best = (self.n, self.ref)
+        self._probing = True
+        # one direction at a time, alternating (up only while the connections are window-limited)
+        up = not self._last_probe_up and self.window_limited(g, rtt) and self.n < self.cap
+        self._last_probe_up = up
+        why = f"re-probe after a quiet {_mbps(self.ref)}"
+        return self._up(now, g, rtt, why) if up else self._down(now, g, rtt, why)
+
+    # ---- moves ------------------------------------------------------------------------------
+    def _up(self, now: float, g: float, rtt: float, why: str) -> Step | None:
+        self.phase = "up"
+        step = self._move(now, math.ceil(self.n * self.k.grow), g, rtt, why + ": probe more")
+        return step if step is not None else self._hold(g)
+
+    def _down(self, now: float, g: float, rtt: float, why: str) -> Step | None:
+        self.phase = "down"
+        step = self._move(now, math.floor(self.n * self.k.shrink), g, rtt, why + ": probe fewer")
+        return step if step is not None else self._hold(g)
+
+    def _back(self, now: float, g: float, rtt: float, why: str) -> Step | None:
+        bn, bg = self.best
+        self.phase = "hold"
+        self.ref = bg
+        self._quiet = 0
+        self._probing = False
+        return self._move(now, bn, g, rtt, why + f": back to {bn}", phase="hold")
+
+    def _hold(self, g: float) -> None:
+        self.phase = "hold"
+        self.ref = self.best[1] if self.best else g
+        if self.best and self.best[0] != self.n:
+            self.best = (self.n, g)
+        if not self._probing:
+            self._reprobe = self.k.reprobe
+        self._probing = False
+        self._quiet = 0
+        return None
+
+    def _move(self, now: float, n: float, g: float, rtt: float, why: str, *, phase: str | None = None) -> Step | None:
+        new = self._clamp(max(n, 1))
+        if phase is not None:
+            self.phase = phase
+        if new == self.n:
+            return None
+        old, self.n = self.n, new
+        self._changed_at, self._mark, self._converged_at, self._moved_from = now, None, None, old
+        self.steps += 1
+        return Step(new, f"online: {why} → {new} connections",
+                    {"phase": self.phase, "from": old, "to": new, "goodput_mbps": round(g * 8 / 1e6, 1),
+                     "rtt_ms": round(rtt * 1000, 1)})
+
+
+def _mbps(rate: float) -> str:
+    return f"{rate * 8 / 1e6:.0f} Mbit/s"
+
+
+# ---- connections → partitions -------------------------------------------------------------------
+def total_lanes(params: Mapping[str, Params]) -> int:
+    """Connections a plan may hold at once: Σ cc·p over the partitions."""
+    return sum(p.cc * p.p for p in params.values())
+
+
+def busiest_share(params: Mapping[str, Params]) -> float:
+    """The largest fraction of all lanes that serves one replica (1.0 with one replica)."""
+    total = total_lanes(params)
+    if not total:
+        return 1.0
+    per: dict[int, int] = {}
+    for p in params.values():
+        for r, n in enumerate(p.lanes_per_replica()):
+            per[r] = per.get(r, 0) + p.cc * n
+    return max(per.values()) / total
+
+
+def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool], fixed: Fixed) -> dict[str, Params]:
+    """``base``'s split between partitions, scaled to ``total`` connections in all.
+
+    A partition whose files travel as ranges (``ranged``) scales its lanes per
+    file (p); one of small files scales the files in flight (cc). The user's
+    fixed values stay: a fixed p makes cc scale, a fixed cc makes p scale, and
+    both fixed leave the partition as it is.
+    """
+    active = {n: p for n, p in base.items() if p.cc > 0}
+    base_total = total_lanes(active)
+    out = dict(base)
+    if not base_total:
+        return out
+    scale = total / base_total
+    for name, p in active.items():
+        want = max(1, round(p.cc * p.p * scale))
+        if fixed.cc is not None and fixed.p is not None:
+            continue
+        if fixed.cc is not None or (ranged.get(name, False) and fixed.p is None):
+            lanes = max(1, round(want / p.cc))
+            new = p.with_(p=lanes) if p.lanes is None else p.spread(split_lanes(lanes, p.lanes))
+        else:
+            new = p.with_(cc=max(1, round(want / p.p)))
+        out[name] = apply_fixed(new, fixed, cc=False)
+    return out
+
+
+# ---- the tuner ----------------------------------------------------------------------------------
+class OnlineTuner(Tuner):
+    """Any tuner's θ as the start, then the number of connections the path needs now.
+
+    base        the tuner whose split between partitions (its Params per partition) is kept
+    search      False: no search, only the cap on connections to one origin (``--no-online``)
+    cap         the most connections to one origin (``--max-connections-per-host``)
+    constants   ``OnlineConstants``
+    fixed       the user's explicit cc / p / pp, never changed
+    """
+
+    def __init__(self, base: Tuner, *, search: bool = True, cap: int = DEFAULT_CAP,
+                 constants: OnlineConstants | None = None,
+                 fixed: Fixed | Mapping[str, int] | None = None) -> None:
+        super().__init__(fixed=base.fixed if fixed is None else fixed)
+        self.base = base
+        self.search = search
+        self.cap = cap
+        self.constants = constants or OnlineConstants()
+        self.name = base.name
+        self.needs_facts = base.needs_facts
+
+    def get_params(self) -> dict:
+        out = super().get_params()
+        out["base"] = self.base.get_params()
+        return out
+
+    def plan(self, sizes: Sequence[int | None], facts: NetworkFacts) -> TunerPlan:
+        tplan = self.base.plan(sizes, facts)
+        known = [s for s in sizes if s is not None]
+        fallback = sum(known) / len(known) if known else 0
+        totals: dict[str, list[float]] = {}
+        for size, name in zip(sizes, tplan.partition_of, strict=True):
+            acc = totals.setdefault(name, [0.0, 0])
+            acc[0] += size if size is not None else fallback
+            acc[1] += 1
+        self.ranged_ = {n: (t / c if c else 0) > DEFAULT_SPLIT_THRESHOLD for n, (t, c) in totals.items()}
+        self.base_ = dict(tplan.params)
+        self.rtt_ = facts.rtt or self.constants.default_rtt
+        buffer = facts.tcp_buffer or os_receive_buffer_max() or ASSUMED_BUFFER
+        window = buffer * self.constants.window_fraction
+        start = total_lanes(self.base_)
+        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants)
+        if not self.search or self._all_fixed() or self.base.sizes_connections:
+            self.search_.phase = "off"
+        tplan.params = self._shaped()
+        self.label = self.base.label + (" + online" if self.search_.phase != "off" else "")
+        n = total_lanes(tplan.params)
+        if self.search_.phase != "off":
+            tplan.notes.append(f"online: from {n} connections (the tuner's θ), at most {self.cap} to one "
+                               "origin; searched on measured goodput")
+        elif n < start:
+            tplan.notes.append(f"at most {self.cap} connections to one origin: {start} → {n}")
+        return tplan
+
+    def update(self, now: float, snap: Snapshot) -> Decision | None:
+        reasons: list[str] = []
+        decision = self.base.update(now, snap)
+        if decision is not None:
+            before = total_lanes({n: p for n, p in self.base_.items() if p.cc > 0})
+            self.base_.update(decision.params)
+            reasons.append(decision.reason)
+            after = total_lanes({n: p for n, p in self.base_.items() if p.cc > 0})
+            self.search_.cap = self._cap(self.base_)
+            if self.search_.phase != "off" and before and not 0.8 <= after / before <= 1.25:
+                # a new workload (SC's next partition): search again from the tuner's θ
+                self.search_ = OnlineSearch(after, cap=self.search_.cap, window=self.search_.window,
+                                            constants=self.constants)
+        event = None
+        if self.search_.phase != "off":
+            left = None
+            if snap.bytes_total is not None and snap.rate > 0:
+                left = max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes) / snap.rate
+            step = self.search_.observe(now, snap.bytes, snap.rtt_live or snap.rtt or self.rtt_,
+                                        connections=snap.connections, seconds_left=left)
+            if step is not None:
+                reasons.append(step.reason)
+                event = step.event
+        if not reasons:
+            return None
+        return Decision(self._shaped(), "; ".join(reasons), event=event)
+
+    def _shaped(self) -> dict[str, Params]:
+        n = self.search_.n
+        if self.search_.phase == "off":  # the tuner's own total, within the cap
+            n = min(total_lanes({k: p for k, p in self.base_.items() if p.cc > 0}), self.search_.cap)
+        return shape(self.base_, n, ranged=self.ranged_, fixed=self.fixed)
+
+    def _cap(self, params: Mapping[str, Params]) -> int:
+        """Total connections such that no origin gets more than ``cap``."""
+        return max(1, math.floor(self.cap / busiest_share(params)))
+
+    def _all_fixed(self) -> bool:
+        return self.fixed.cc is not None and self.fixed.p is not None

@@ -1,0 +1,208 @@
+"""The online search on simulated paths, and how its total becomes Params per partition.
+
+A simulated path carries ``min(bandwidth, n × window / RTT)`` bytes/s with
+a few per cent of noise; connections added by a step ramp up over three
+round trips (slow start). The search is fed the byte counter every 0.1 s,
+as the engine's control tick does, and its steps change n.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+
+from dtune.accounting import PartitionView, Snapshot
+from dtune.netfacts import NetworkFacts
+from dtune.params import Params
+from dtune.tuners.base import Fixed
+from dtune.tuners.online import DEFAULT_CAP, OnlineSearch, OnlineTuner, busiest_share, shape, total_lanes
+from dtune.tuners.promc import HeuristicTuner
+from dtune.tuners.static import StaticTuner
+
+WINDOW = 0.7 * 512 * 1024      # what one connection keeps in flight with a 512 KiB buffer
+GBIT = 125e6                    # bytes/s
+TICK = 0.1
+
+
+class SimPath:
+    """Goodput of n connections over time: window-limited, capped by the bandwidth, noisy."""
+
+    def __init__(self, bandwidth: Callable[[float], float], rtt: Callable[[float], float], *,
+                 noise: float = 0.03, seed: int = 7) -> None:
+        self.bandwidth, self.rtt, self.noise = bandwidth, rtt, noise
+        self.rng = random.Random(seed)
+
+    def goodput(self, n: int, t: float, old_n: int, since: float) -> float:
+        per = WINDOW / self.rtt(t)
+        ramp = min(1.0, since / (3 * self.rtt(t)))              # new connections in slow start
+        carried = old_n + (n - old_n) * ramp if n > old_n else n
+        return min(self.bandwidth(t), carried * per) * (1 + self.rng.uniform(-self.noise, self.noise))
+
+
+def run(search: OnlineSearch, path: SimPath, seconds: float, *, total_bytes: float | None = None):
+    """Drive the search; the (time, n, goodput) trace and the steps it took."""
+    t, sent, old_n, changed = 0.0, 0.0, search.n, 0.0
+    trace, steps = [], []
+    while t < seconds:
+        t += TICK
+        g = path.goodput(search.n, t, old_n, t - changed)
+        sent += g * TICK
+        left = None if total_bytes is None else max(0.0, total_bytes - sent) / max(g, 1.0)
+        n_before = search.n
+        step = search.observe(t, int(sent), path.rtt(t), seconds_left=left)
+        trace.append((t, n_before, g))
+        if step is not None:
+            steps.append((t, step))
+            old_n, changed = n_before, t
+    return trace, steps
+
+
+def fewest(bandwidth: float, rtt: float, share: float = 0.95) -> int:
+    """The fewest connections that carry ``share`` of the bandwidth."""
+    return math.ceil(share * bandwidth / (WINDOW / rtt))
+
+
+def mean_goodput(trace, start: float, end: float) -> float:
+    rows = [g for t, _, g in trace if start <= t < end]
+    return sum(rows) / len(rows)
+
+
+# ---- the search -----------------------------------------------------------------------------------
+def test_a_window_limited_path_is_filled_within_seconds_with_the_fewest_connections_that_do():
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 8.0)
+    need = fewest(GBIT, 0.040)                                    # 14
+    at_5s = next(n for t, n, _ in trace if t >= 5.0)
+    assert need <= at_5s <= math.ceil(1.2 * need), (at_5s, [s.reason for _, s in steps])
+    assert mean_goodput(trace, 5.0, 8.0) >= 0.95 * GBIT
+
+
+def test_a_stable_path_is_not_disturbed_once_found():
+    path = SimPath(lambda t: GBIT, lambda t: 0.040, noise=0.05)
+    search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 70.0)
+    settled = [(t, s) for t, s in steps if t > 10.0]
+    # the quiet re-probes back off: a handful in a minute, each tried once and undone
+    assert len(settled) <= 8, [(round(t, 1), s.reason) for t, s in settled]
+    held = [n for t, n, _ in trace if t > 10.0]
+    at_best = sum(1 for n in held if n == max(set(held), key=held.count)) / len(held)
+    assert at_best >= 0.85                                         # 85 % of the time at one count
+    assert mean_goodput(trace, 10.0, 70.0) >= 0.95 * GBIT
+
+
+def test_when_the_rtt_grows_sixfold_the_rate_is_restored_within_five_seconds():
+    path = SimPath(lambda t: GBIT, lambda t: 0.020 if t < 10.0 else 0.120)
+    search = OnlineSearch(7, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 20.0)
+    optimum = min(GBIT, DEFAULT_CAP * WINDOW / 0.120)              # the cap allows the full rate
+    assert mean_goodput(trace, 15.0, 20.0) >= 0.9 * optimum, [s.reason for _, s in steps]
+    assert any("path changed" in s.reason for t, s in steps if 10.0 < t < 15.0)
+
+
+def test_when_the_bandwidth_falls_the_connections_are_shed_to_what_the_narrower_path_needs():
+    path = SimPath(lambda t: GBIT if t < 10.0 else 0.3 * GBIT, lambda t: 0.040)
+    search = OnlineSearch(16, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 30.0)
+    need = fewest(0.3 * GBIT, 0.040)                               # 4
+    held = [n for t, n, _ in trace if t > 25.0]
+    assert max(held) <= math.ceil(1.2 * need) + 1, (held[-1], [s.reason for _, s in steps if s])
+    assert mean_goodput(trace, 25.0, 30.0) >= 0.9 * 0.3 * GBIT
+
+
+def test_the_cap_on_connections_to_one_origin_holds_however_slow_the_connections():
+    path = SimPath(lambda t: 10 * GBIT, lambda t: 0.200)
+    search = OnlineSearch(8, cap=24, window=WINDOW)
+    trace, _ = run(search, path, 15.0)
+    assert max(n for _, n, _ in trace) == 24
+
+
+def test_no_probe_in_the_last_seconds_of_a_transfer():
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
+    _, steps = run(search, path, 10.0, total_bytes=1.5 * GBIT)     # ~1.5 s of work at full rate
+    assert all(t < 1.5 for t, _ in steps), [(round(t, 2), s.reason) for t, s in steps]
+
+
+def test_every_step_says_what_it_measured():
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
+    _, steps = run(search, path, 3.0)
+    assert steps
+    for _, step in steps:
+        assert {"phase", "from", "to", "goodput_mbps", "rtt_ms"} <= set(step.event)
+        assert "Mbit/s" in step.reason and step.event["to"] == step.n
+
+
+# ---- shaping ----------------------------------------------------------------------------------
+def test_shape_scales_lanes_of_ranged_partitions_and_files_in_flight_of_small_ones():
+    base = {"small": Params(cc=8, p=1, pp=8), "large": Params(cc=2, p=4, pp=2)}
+    out = shape(base, 32, ranged={"small": False, "large": True}, fixed=Fixed())
+    assert out["small"] == Params(cc=16, p=1, pp=8)
+    assert out["large"] == Params(cc=2, p=8, pp=2)
+    assert total_lanes(out) == 32
+
+
+@pytest.mark.parametrize(("fixed", "want"), [
+    (Fixed(p=4), Params(cc=4, p=4, pp=2)),          # p fixed: the files in flight scale
+    (Fixed(cc=2), Params(cc=2, p=8, pp=2)),         # cc fixed: the lanes scale
+    (Fixed(cc=2, p=4), Params(cc=2, p=4, pp=2)),    # both: nothing to scale
+    (Fixed(pp=7), Params(cc=2, p=8, pp=7)),
+])
+def test_shape_keeps_the_users_values(fixed, want):
+    assert shape({"all": Params(cc=2, p=4, pp=2)}, 16, ranged={"all": True}, fixed=fixed)["all"] == want
+
+
+def test_shape_spreads_the_lanes_over_replicas_in_the_tuners_proportions():
+    base = {"all": Params(cc=1, p=6, pp=1).spread([4, 2])}
+    out = shape(base, 12, ranged={"all": True}, fixed=Fixed())["all"]
+    assert out.lanes == (8, 4) and out.p == 12
+    assert busiest_share({"all": out}) == pytest.approx(8 / 12)
+
+
+# ---- the tuner ----------------------------------------------------------------------------------
+FACTS = NetworkFacts(rtt=0.040, bandwidth=GBIT, tcp_buffer=512 * 1024)
+
+
+def snapshot(t: float, nbytes: int, total: int, params: dict[str, Params]) -> Snapshot:
+    views = {n: PartitionView(bytes=nbytes, bytes_resumed=0, bytes_total=total, rate=nbytes / t, eta=None,
+                              files_total=1, files_done=0, lanes=p.cc * p.p, params=p)
+             for n, p in params.items()}
+    return Snapshot(elapsed=t, bytes=nbytes, bytes_resumed=0, bytes_total=total, rate=nbytes / t,
+                    rate_inst=nbytes / t, eta=None, files_total=1, files_done=0, files_skipped=0,
+                    files_failed=0, retries=0, connections=4, rtt=0.040, rtt_live=0.040, partitions=views)
+
+
+def test_the_tuner_starts_from_its_bases_plan_and_emits_each_step_with_its_measurement():
+    tuner = OnlineTuner(HeuristicTuner("promc"))
+    plan = tuner.plan([1 << 30], FACTS)
+    start = total_lanes(plan.params)
+    assert "online" in tuner.label and any("online" in note for note in plan.notes)
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    sent, t, decisions = 0.0, 0.0, []
+    while t < 6.0 and not decisions:
+        t += TICK
+        sent += path.goodput(start, t, start, 10.0) * TICK
+        d = tuner.update(t, snapshot(t, int(sent), 1 << 30, plan.params))
+        if d is not None:
+            decisions.append(d)
+    assert decisions and decisions[0].event and decisions[0].event["from"] == start
+    assert total_lanes(decisions[0].params) == decisions[0].event["to"]
+
+
+def test_without_search_the_tuner_only_caps_connections_to_one_origin():
+    tuner = OnlineTuner(StaticTuner(fixed={"p": 16}), search=False, cap=32)
+    plan = tuner.plan([300_000_000] * 16, FACTS)                   # the size rule: cc 16 × p 16 = 256
+    assert total_lanes(plan.params) <= 32 and plan.params["all"].p == 16
+    assert tuner.label == "static"
+
+
+def test_with_cc_and_p_fixed_nothing_is_searched():
+    tuner = OnlineTuner(StaticTuner(fixed={"cc": 2, "p": 3}), fixed={"cc": 2, "p": 3})
+    plan = tuner.plan([300_000_000] * 4, FACTS)
+    assert (plan.params["all"].cc, plan.params["all"].p) == (2, 3) and "online" not in tuner.label
+    snap = snapshot(1.0, 1000, 10**9, plan.params)
+    assert all(tuner.update(0.1 * i, snap) is None for i in range(1, 50))
