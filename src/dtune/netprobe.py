@@ -1,4 +1,4 @@
-"""Measuring the network facts: RTT from TCP connects, bandwidth from a short range probe.
+"""Measuring the network facts: RTT from TCP connects; the bandwidth is not probed.
 
 ``gather_facts`` fills in what the user did not give and returns
 ``dtune.netfacts.NetworkFacts``; every fact says how it was obtained.
@@ -10,9 +10,9 @@ import asyncio
 import statistics
 import time
 
-from dtune.errors import DtuneError, HTTPError
-from dtune.http.connection import FutureExchange, open_connection
-from dtune.http.message import build_request, split_url
+from dtune.errors import HTTPError
+from dtune.http.connection import open_connection
+from dtune.http.message import split_url
 from dtune.netfacts import (
     ASSUMED_BANDWIDTH,
     ASSUMED_BUFFER,
@@ -21,13 +21,7 @@ from dtune.netfacts import (
     os_receive_buffer_max,
 )
 
-RTT_SAMPLES = 5
-PROBE_SECONDS = 1.5
-PROBE_WARMUP = 0.5                # slow start: only bytes after this count
-PROBE_MIN_DATASET = 1 << 30       # below this the probe would cost more than it can save
-PROBE_SHARE = 20                  # the probe never discards more than 1/20 of the dataset's bytes
-PROBE_STREAMS = 16                # enough to fill 1 Gbit/s·40 ms with 512 KiB buffers
-PROBE_RANGE = 4 << 20
+RTT_SAMPLES = 5                   # concurrent connects: the median of 5 costs one round trip
 
 
 async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0) -> float | None:
@@ -51,77 +45,18 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
     return statistics.median(times) if times else None
 
 
-class _Sink(FutureExchange):
-    """An exchange that counts body bytes and drops them."""
-
-    def __init__(self, request: bytes, counter: list[int], loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(request, loop)
-        self.counter = counter
-
-    def on_headers(self, status: int, headers: dict[str, str]) -> bool:
-        return status in (200, 206)
-
-    def on_body(self, data: bytes) -> None:
-        self.counter[0] += len(data)
-
-
-async def probe_bandwidth(url: str, size: int, *, seconds: float = PROBE_SECONDS,
-                          streams: int = PROBE_STREAMS, max_bytes: int | None = None) -> float | None:
-    """Bytes/s reached by ``streams`` parallel range requests on one file for ``seconds``.
-
-    The bytes are discarded: the probe costs at most ``seconds`` of link time
-    and at most ``max_bytes`` (on a fast path the time alone could fetch
-    more than the whole dataset).
-    """
-    origin, target = split_url(url)
-    loop = asyncio.get_running_loop()
-    counter = [0]
-    start = loop.time()
-    stop = start + seconds
-    marks: list[tuple[float, int]] = []  # (time, bytes so far) at each finished range
-    piece = PROBE_RANGE if max_bytes is None else max(64 << 10, min(PROBE_RANGE, max_bytes // (2 * streams)))
-
-    async def stream(i: int) -> None:
-        try:
-            conn = await open_connection(origin, timeout=5.0)
-        except HTTPError:
-            return
-        try:
-            offset = (i * piece) % max(size - piece, 1)
-            while loop.time() < stop and (max_bytes is None or counter[0] < max_bytes):
-                end = min(size, offset + piece)
-                sink = _Sink(build_request("GET", origin, target, (offset, end)), counter, loop)
-                conn.send(sink)
-                try:
-                    await asyncio.wait_for(sink.done, max(0.05, stop - loop.time()))
-                except (TimeoutError, DtuneError):
-                    return
-                if not conn.usable:
-                    return
-                marks.append((loop.time(), counter[0]))
-                offset = end if end < size else 0
-        finally:
-            conn.close()
-
-    await asyncio.gather(*(stream(i) for i in range(streams)))
-    if len(marks) < 2:
-        return None
-    # skip slow start: measure from the first range finished after the warm-up, if the probe
-    # lasted that long, else from the first finished range
-    later = [m for m in marks if m[0] >= start + PROBE_WARMUP]
-    t0, b0 = later[0] if len(later) >= 2 else marks[0]
-    t1, b1 = marks[-1]
-    return (b1 - b0) / (t1 - t0) if t1 > t0 and b1 > b0 else None
-
-
-async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float | None = None,
-                       tcp_buffer: int | None = None, rtt: float | None = None,
+async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: int | None = None,
+                       rtt: float | None = None, seen_rtt: float | None = None,
                        mirrors: list[str] | None = None) -> NetworkFacts:
-    """Fill in what the user did not give. ``largest``/``total``: the dataset's sizes.
+    """Fill in what the user did not give.
 
-    With ``mirrors`` (other URLs of the same file) the RTT of every replica
-    is measured too, and the bandwidth probe is skipped (each replica has
-    its own link; MDTP measures them with its probe ranges).
+    ``seen_rtt`` is a connect time already measured to ``url``'s origin (the
+    discovery's): one round trip, so no other connection is opened for it.
+    With ``mirrors`` (other URLs of the same file) the RTT of every replica is
+    measured too. The bandwidth is never probed — a probe moves bytes only to
+    throw them away: unless given, it is assumed for the first plan, and the
+    transfer's own goodput revises what it drives (the online search, MDTP's
+    probe ranges).
     """
     replica_urls = [url, *(mirrors or [])]
     replica_rtt: list[float] = []
@@ -135,6 +70,9 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
         if bandwidth is None:
             bandwidth = ASSUMED_BANDWIDTH
             how["bandwidth"] = "assumed"  # each replica is measured by its own MDTP probe ranges
+    if rtt is None and seen_rtt is not None:
+        rtt = seen_rtt
+        how["rtt"] = "measured"
     if rtt is None:
         rtt = await measure_rtt(url)
         how["rtt"] = "measured" if rtt is not None else "assumed"
@@ -148,11 +86,8 @@ async def gather_facts(url: str, largest: int, total: int, *, bandwidth: float |
     else:
         how["tcp_buffer"] = "given"
     if bandwidth is None:
-        # Probing costs ~1.5 s of link time: only worth it for datasets that take longer.
-        if largest >= 8 * PROBE_RANGE and total >= PROBE_MIN_DATASET:
-            bandwidth = await probe_bandwidth(url, largest, max_bytes=total // PROBE_SHARE)
-        how["bandwidth"] = "measured" if bandwidth else "assumed"
-        bandwidth = bandwidth or ASSUMED_BANDWIDTH
+        bandwidth = ASSUMED_BANDWIDTH
+        how["bandwidth"] = "assumed"
     else:
         how.setdefault("bandwidth", "given")
     origins = [str(split_url(u)[0]) for u in replica_urls]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from dtune.engine.options import EngineOptions
 from dtune.engine.result import FileResult, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.http.client import Fetcher
+from dtune.http.message import split_url
 from dtune.netfacts import NetworkFacts
 from dtune.netprobe import gather_facts
 from dtune.params import Params
@@ -65,9 +67,13 @@ class TransferPlan:
         return Fixed(cc=self.cc, p=self.p, pp=self.pp)
 
 
-async def plan_tuning(plan: TransferPlan, specs: list,
-                      emit: EventSink) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
-    """Pick the tuner, gather the network facts it needs, and get its first plan."""
+async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
+                      connect_times: dict | None = None) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
+    """Pick the tuner, gather the network facts it needs, and get its first plan.
+
+    ``connect_times`` (origin → seconds) are the discovery's own connections:
+    the RTT is taken from them rather than from new ones.
+    """
     replicas = max(1 + len(s.mirrors) for s in specs)
     base = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
                       max_partitions=plan.partitions, replicas=replicas, files=len(specs),
@@ -76,13 +82,13 @@ async def plan_tuning(plan: TransferPlan, specs: list,
     search = online_default(plan.tuner) if plan.online is None else plan.online
     tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed())
     sizes = [s.size for s in specs]
-    known = [s for s in sizes if s is not None]
     facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,
                          tcp_buffer=plan.tcp_buffer or 0, how={})
     if tuner.needs_facts:
         largest = max(specs, key=lambda s: s.size or 0)
-        facts = await gather_facts(largest.url, largest.size or 0, sum(known),
-                                   bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer, rtt=plan.rtt,
+        seen = (connect_times or {}).get(split_url(largest.url)[0])
+        facts = await gather_facts(largest.url, bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer,
+                                   rtt=plan.rtt, seen_rtt=statistics.median(seen) if seen else None,
                                    mirrors=largest.mirrors)
     tplan = tuner.plan(sizes, facts)
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
@@ -201,6 +207,7 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout)
     try:
         dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors)
+        connect_times = dict(fetcher.connect_times)
     finally:
         fetcher.close()
     for warning in dataset.warnings:
@@ -208,7 +215,7 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
         raise DtuneError("nothing to fetch: the sources list no files")
-    tuner, tplan, facts = await plan_tuning(plan, specs, emit)
+    tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times)
     knobs = KernelKnobs(emit)
     meter = None
     if plan.energy:

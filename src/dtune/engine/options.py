@@ -28,7 +28,8 @@ class EngineOptions:
     # ---- ranges ----
     split_threshold: int = DEFAULT_SPLIT_THRESHOLD  # below this one request fetches the whole file
     min_range: int = 1 * MIB          # ≥ 1 MiB keeps per-request overhead < 1 % at 1 Gbit/s·40 ms
-    max_range: int = 64 * MIB         # bounds what a stalled connection can hold up
+    max_range: int = 16 * MIB         # bounds what a stalled connection can hold up, and how long a
+                                      # retiring lane drains (16 MiB at one 73 Mbit/s window: 1.8 s)
     first_range: int = 1 * MIB        # first request for a file of unknown size
     range_pipeline_cap: int = 4       # the taper counts at most 4 requests per lane: deeper pipelines
                                       # would cut ranges so small that the taper starts too early

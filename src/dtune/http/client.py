@@ -68,6 +68,9 @@ class Fetcher:
     def __init__(self, *, timeout: float = 30.0) -> None:
         self.timeout = timeout
         self._idle: dict[Origin, list[Connection]] = {}
+        # seconds each new connection took to open, per origin: one round trip each (the RTT
+        # the tuners start from, measured on connections the transfer needed anyway)
+        self.connect_times: dict[Origin, list[float]] = {}
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
                     max_bytes: int = 64 << 20) -> FetchResult:
@@ -90,7 +93,9 @@ class Fetcher:
         for attempt in (1, 2):
             reused = conn is not None
             if conn is None:
+                started = loop.time()
                 conn = await open_connection(origin, timeout=self.timeout)
+                self.connect_times.setdefault(origin, []).append(loop.time() - started)
             ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
             conn.send(ex)
             try:

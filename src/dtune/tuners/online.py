@@ -82,6 +82,8 @@ class OnlineConstants:
     reprobe: int = 20             # quiet hold windows before one probe; doubles after each failed probe
     reprobe_max: int = 160
     window_limited: float = 0.6   # per-connection goodput ≥ 0.6 × window / RTT: window-limited
+    queue: float = 0.3            # a window's RTT 30 % above the lowest seen: a queue builds at the
+                                  # bottleneck (more connections than the path needs)
     window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (Algorithm 1's)
     tail_seconds: float = 2.0     # less work left than this at the current rate: no more probes
     default_rtt: float = 0.05     # s, until a connection has one
@@ -119,6 +121,8 @@ class OnlineSearch:
         self._last_probe_up = False
         self._moved_from: int | None = None   # the count before the last move
         self._converged_at: float | None = None
+        self._rtts: list[float] = []          # RTT samples of the window being measured
+        self.base_rtt: float | None = None    # the lowest window RTT seen on this path
 
     def __repr__(self) -> str:
         return f"<OnlineSearch n={self.n} {self.phase} best={self.best} ref={self.ref}>"
@@ -131,6 +135,11 @@ class OnlineSearch:
         k = self.k
         return (max(k.min_settle, k.settle_rtts * rtt),
                 min(k.max_window, max(k.min_window, k.measure_rtts * rtt)))
+
+    def _queue_note(self, rtt: float) -> str:
+        if not self.queued(rtt):
+            return ""
+        return f" (RTT {rtt * 1000:.0f} ms over {self.base_rtt * 1000:.0f}: a queue builds)"
 
     def _matches(self, connections: int) -> bool:
         """Have the open connections followed the last move (fewer: drained; more: opened)?"""
@@ -163,12 +172,20 @@ class OnlineSearch:
                 self._mark = (now, nbytes)
             return None
         t0, b0 = self._mark
+        self._rtts.append(rtt)
         if now - t0 < measure:
             return None
         goodput = (nbytes - b0) / (now - t0)
-        self._mark = (now, nbytes)
+        samples = sorted(self._rtts)
+        rtt = samples[len(samples) // 2]
+        self._mark, self._rtts = (now, nbytes), []
+        self.base_rtt = rtt if self.base_rtt is None else min(self.base_rtt, rtt)
         tail = seconds_left is not None and seconds_left < self.k.tail_seconds
         return self._decide(now, goodput, rtt, tail)
+
+    def queued(self, rtt: float) -> bool:
+        """Is this window's RTT well above the path's own (a queue at the bottleneck)?"""
+        return self.base_rtt is not None and rtt > self.base_rtt * (1 + self.k.queue)
 
     # ---- the phases ----------------------------------------------------------------------
     def _decide(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
@@ -184,16 +201,20 @@ class OnlineSearch:
             return self._down(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, not window-limited")
         if self.phase == "up":
             bn, bg = self.best
-            if self._probing and g < bg * (1 + k.gain):
+            # a step up is kept for a real gain; one that also fills the bottleneck's queue must
+            # gain three times as much (a few per cent of noise must not buy a queue)
+            need = 1 + (3 * k.gain if self.queued(rtt) else k.gain)
+            if self._probing and g < bg * need:
                 return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, not "
-                                               f"{1 + k.gain:.2f}× {_mbps(bg)} with {bn}")
-            if g >= bg * (1 + k.gain):
+                                               f"{need:.2f}× {_mbps(bg)} with {bn}{self._queue_note(rtt)}")
+            if g >= bg * need:
                 self.best = (self.n, g)
                 if self.n < self.cap and not tail:
                     return self._up(now, g, rtt, f"{self.n} connections gave {_mbps(g)} (was {_mbps(bg)} "
                                                  f"with {bn})")
                 return self._hold(g)
-            why = f"{self.n} connections gave {_mbps(g)}, not {1 + k.gain:.2f}× {_mbps(bg)} with {bn}"
+            why = (f"{self.n} connections gave {_mbps(g)}, not {need:.2f}× {_mbps(bg)} with {bn}"
+                   + self._queue_note(rtt))
             if tail or bn <= self.floor:
                 return self._back(now, g, rtt, why)
             self.phase = "down"
@@ -227,6 +248,7 @@ class OnlineSearch:
             self._reprobe = k.reprobe
             ref, self.best = self.ref, (self.n, g)
             self.ref = g
+            self.base_rtt = rtt   # a new path: its own RTT from now on
             if ratio < 1 and self.window_limited(g, rtt):
                 # the RTT grew: as many more connections as restore the former rate
                 return self._move(now, math.ceil(self.n * ref / max(g, 1.0)), g, rtt,
