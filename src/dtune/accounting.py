@@ -144,6 +144,10 @@ class Accounting:
     def add_rtt(self, seconds: float) -> None:
         self.rtts.append(seconds)
 
+    def rtt_median(self) -> float | None:
+        """Median of the recent connect times, seconds."""
+        return statistics.median(self.rtts) if self.rtts else None
+
     # ---- aggregation -------------------------------------------------------
     def _sums(self) -> tuple[int, dict[str, int], dict[str, list[int]]]:
         total = 0
@@ -189,7 +193,7 @@ class Accounting:
                 params=self.partition_params[name])
         origins = {name: OriginView(v[0], v[1], self._origin_rates.get(name, Rate()).value)
                    for name, v in by_origin.items()}
-        rtt = statistics.median(self.rtts) if self.rtts else None
+        rtt = self.rtt_median()
         return Snapshot(
             elapsed=now - self.start, bytes=total, bytes_resumed=self.bytes_resumed,
             bytes_total=self.bytes_total, rate=rate, rate_inst=self._rate.inst, eta=eta,

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import statistics
 from collections.abc import Callable
@@ -221,7 +222,10 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     if plan.energy:
         meter = await _start_meter(plan, emit)
     try:
-        engine = Engine(specs, paths, knobs.settle(tplan.params), options=plan.options, on_event=on_event,
+        options = plan.options
+        if getattr(tuner, "searching", False):  # each step judged in round trips: shed at once
+            options = dataclasses.replace(options, retire_cut=True)
+        engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=on_event,
                         partition_of=lambda i, _spec: tplan.partition_of[i])
         engine.range_policy = tplan.range_policy
         if on_engine is not None:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import statistics
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -64,7 +63,8 @@ from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release
 from dtune.engine.state import Lane, Partition, iter_lanes
-from dtune.errors import DiskError, HTTPError
+from dtune.engine.ticker import run_ticker
+from dtune.errors import DiskError, HTTPError, RangeCut
 from dtune.http.connection import Connection, open_connection
 from dtune.http.message import Origin
 from dtune.params import Params
@@ -74,10 +74,6 @@ if TYPE_CHECKING:
 
 EventSink = Callable[[dict], None]
 Connector = Callable[..., Awaitable[Connection]]  # (origin, *, timeout) -> a connected Connection
-
-
-class StallError(HTTPError):
-    """No byte arrived on a busy connection for ``stall_timeout`` seconds."""
 
 
 class Engine:
@@ -256,8 +252,28 @@ class Engine:
             lane.wake = asyncio.Event()
             group.lanes.append(lane)
             lane.task = asyncio.create_task(self._lane_main(lane))
+        if self.options.retire_cut:
+            for lane in shape.retired:
+                self._stop_receiving(lane)
         for lane in shape.wake:
             lane.wake.set()
+
+    def _stop_receiving(self, lane: Lane) -> None:
+        """``retire_cut``: a retiring lane gives the unreceived rest of the range it reads back to
+        its file, and drops its connection; the requests pipelined behind go back without penalty."""
+        conn = lane.conn
+        job = conn.current if conn is not None else None
+        if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206 or job.end is None
+                or job.gen != job.file.gen):
+            return
+        f = job.file
+        give_back(f, job, job.pos)           # [pos, end) is unassigned again …
+        job.end, job.cut = job.pos, True     # … and the response ends where it is
+        if f.group is None or f.group.retiring:
+            f.group = None
+            self.partitions[f.partition].queue.appendleft(f)
+        conn.close(RangeCut(f"{job.describe()}: its lane retires", innocent=True))
+        self._wake_partition(f)
 
     def _drop_lane(self, lane: Lane) -> None:
         group = lane.group
@@ -540,62 +556,14 @@ class Engine:
             if lane.group.partition.name == f.partition:
                 lane.wake.set()
 
-    # ---- housekeeping ---------------------------------------------------------
+    # ---- housekeeping (engine/ticker.py) ----------------------------------------
     async def _ticker(self) -> None:
-        opts = self.options
-        last_sync = last_tick = last_writeback = self.now()
-        while True:
-            await asyncio.sleep(min(opts.control_tick, opts.tick) if self.control_listeners else opts.tick)
-            now = self.now()
-            if self.control_listeners:
-                self.acct.rtt_live = self._live_rtt()
-                snap = self.acct.snapshot(now)
-                for listener in list(self.control_listeners):
-                    listener(snap)
-            if now - last_tick < opts.tick - opts.timer_slack:
-                continue
-            last_tick = now
-            self.acct.tick(now)
-            snap = None
-            if self.tick_listeners:
-                snap = self.acct.snapshot(now)
-                for listener in list(self.tick_listeners):
-                    listener(snap)
-            if self.scheduler.multi_replica:
-                snap = snap or self.acct.snapshot(now)
-                self.scheduler.remaining = (None if snap.bytes_total is None else
-                                            max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
-                lanes: dict[int, int] = {}
-                for lane in self.lanes():
-                    if not lane.retiring:
-                        lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
-                self.scheduler.lanes_per_replica = lanes
-            self._check_stalls(now)
-            for lane in list(self._idle):
-                lane.wake.set()  # backoffs may have expired
-            if now - last_sync >= opts.sync_interval:
-                last_sync = last_writeback = now
-                open_files = [f for f in self.files if f.fd >= 0]
-                if open_files:
-                    await asyncio.to_thread(lambda fs=open_files: [f.sync() for f in fs])
-            elif now - last_writeback >= opts.writeback_interval:
-                last_writeback = now
-                large = [f for f in self.files if f.fd >= 0 and f.journaled]
-                if large:
-                    await asyncio.to_thread(lambda fs=large: [f.write_back() for f in fs])
+        await run_ticker(self)
 
-    def _live_rtt(self) -> float | None:
-        """Median of the kernel's RTT estimates over the connections that are receiving."""
-        rtts = [r for lane in self.lanes() if lane.conn is not None and lane.conn.in_flight
-                for r in (lane.conn.tcp_rtt(),) if r is not None]
-        return statistics.median(rtts) if rtts else None
-
-    def _check_stalls(self, now: float) -> None:
-        limit = self.options.stall_timeout
-        for lane in self.lanes():
-            conn = lane.conn
-            if conn is not None and conn.in_flight and now - conn.last_activity > limit:
-                conn.close(StallError(f"{conn.origin}: no data for {limit:g} s"))
+    def wake_idle(self) -> None:
+        """Wake every idle lane: a backoff may have expired."""
+        for lane in list(self._idle):
+            lane.wake.set()
 
     def _emit(self, kind: str, **fields: object) -> None:
         if self._on_event is not None:

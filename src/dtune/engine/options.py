@@ -58,12 +58,20 @@ class EngineOptions:
     replica_failures: int = 3         # consecutive failures that pause a replica
     replica_pause: float = 5.0        # first pause, seconds; doubles each time, re-probed after
     replica_pause_max: float = 60.0
-    # ---- the endgame: cutting the tail of a slow range (multi-source only) ----
+    # ---- the endgame: helping other groups' files, cutting the tail of a long range ----
+    endgame: bool = True              # with one replica too (with several it always runs)
+    steal_warm_rtts: float = 4.0      # one replica: a victim is cut only after 4 RTTs of receiving
+                                      # (out of slow start: its rate says something)
     steal_min: int = 128 * KIB        # the least tail worth a new request (and the victim's reconnect)
     steal_ratio: float = 2.0          # only a victim slower than 1/2 of the thief's rate is cut
     steal_gain_rtts: float = 3.0      # … and only when the time saved is worth 3 of the thief's round trips
     steal_gain_min: float = 0.05      # … and at least 50 ms
     steal_rtt: float = 0.05           # the thief's round trip when its replica's is unknown: WAN-like
+    # ---- live re-parameterisation ----
+    retire_cut: bool = False          # a retiring lane gives the unreceived rest of its range back at once
+                                      # and drops its connection (the bytes already on their way, at most
+                                      # a window, are asked again); off: it drains what it holds, which
+                                      # can take seconds — too long for a search that judges each step
     # ---- housekeeping ----
     tick: float = 1.0                 # seconds between accounting ticks (rates, progress, stall checks, syncs)
     control_tick: float = 0.1         # seconds between tuner updates: a step of the online search is

@@ -71,9 +71,10 @@ class Cut:
 
 @dataclass(slots=True)
 class Shape:
-    """What ``reshape`` decided: lanes to start (group, replica), lanes to wake."""
+    """What ``reshape`` decided: lanes to start (group, replica), lanes that retire now, lanes to wake."""
 
     start: list[tuple[Group, int]] = field(default_factory=list)
+    retired: list[Lane] = field(default_factory=list)
     wake: list[Lane] = field(default_factory=list)
 
 
@@ -132,6 +133,7 @@ class Scheduler:
         self.paused: dict[int, float] = {}
         self.remaining: int | None = None
         self.lanes_per_replica: dict[int, int] = {}
+        self.rtt: float | None = None   # the path's RTT, refreshed by the engine (one-source endgame)
         self._group_ids = 0
 
     @property
@@ -225,31 +227,33 @@ class Scheduler:
 
     # ---- the endgame -----------------------------------------------------------------------
     def steal(self, lane: Lane, now: float) -> Piece | Cut | None:
-        """The endgame with several replicas: help the partition's other groups finish.
+        """The endgame: the queue is empty, so this lane helps the partition's other groups finish.
 
-        The queue is empty, so this idle lane first takes unassigned bytes of
-        a file another group holds (no more than ``p`` lanes per file is a
-        rule for the steady state, not for the end). Failing that it looks at
-        the ranges being received on the other lanes: for each, with ``R``
-        bytes to go at the victim's measured rate ``v``, the thief (rate
-        ``t``: its replica's per-connection estimate; ``o`` = its RTT, twice
-        if it must connect) could take the last ``R - x`` bytes where both
-        finish together: ``x / v = o + (R - x) / t``. Only victims slower
-        than ``t / steal_ratio`` are cut (a stalled connection, a slow
-        replica), and only if the gain is worth ``steal_gain_rtts`` round
-        trips and the tail at least ``steal_min``; the slowest-to-finish goes
-        first. The victim stops at the cut and drops its connection
-        (``RangeJob.cut``); what it had pipelined behind goes back to the queue.
+        It first takes unassigned bytes of a file another group holds (no
+        more than ``p`` lanes per file is a rule for the steady state, not for
+        the end). Failing that, an idle lane looks at the ranges being
+        received on the other lanes: for each, with ``R`` bytes to go at the
+        victim's measured rate ``v``, the thief (rate ``t``; ``o`` = its RTT,
+        twice if it must connect) could take the last ``R - x`` bytes where
+        both finish together: ``x / v = o + (R - x) / t``. A cut is made only
+        if the gain is worth ``steal_gain_rtts`` round trips and the tail is
+        at least ``steal_min``; the slowest-to-finish goes first. The victim
+        stops at the cut and drops its connection (``RangeJob.cut``); what it
+        had pipelined behind goes back to the queue.
 
-        With one replica this does nothing: measured interleaved on 100 ×
-        2.4 MB files (6 runs) and on MC with 16 groups (3 runs), cutting cost
-        25 % (slow connections there are mostly in slow start) and helping
-        with other groups' files cost ~10 % with many groups (every idle lane
-        scans every group's files).
+        With several replicas, ``t`` is the thief's replica's per-connection
+        estimate and only victims slower than ``t / steal_ratio`` are cut (a
+        stalled connection, a slow replica). With one, every connection runs
+        the same path: ``t`` is the victim's own rate, so a cut splits the
+        victim's remainder in two, and only a victim that has been receiving
+        for ``steal_warm_rtts`` round trips (out of slow start: a rate measured
+        in slow start says nothing) is cut. ``endgame=False`` turns the
+        one-source endgame off.
         """
         policy = self.policy
         opts = self.options
-        if lane.retiring or not self.multi_replica:
+        multi = self.multi_replica
+        if lane.retiring or not (multi or opts.endgame):
             return None
         partition = lane.group.partition
         for group in partition.groups:
@@ -261,10 +265,13 @@ class Scheduler:
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
             return None
-        t = policy.rate(lane.replica)
-        if not t:
-            return None
-        rtt = policy.rtt_of(lane.replica) or opts.steal_rtt
+        if multi:
+            t = policy.rate(lane.replica)
+            if not t:
+                return None
+            rtt = policy.rtt_of(lane.replica) or opts.steal_rtt
+        else:
+            t, rtt = None, self.rtt or opts.steal_rtt
         connected = lane.conn is not None and lane.conn.usable
         o = rtt if connected else 2 * rtt           # a request, or a connect and a request
         best: tuple[float, RangeJob, int] | None = None
@@ -282,9 +289,12 @@ class Scheduler:
                 if left < 2 * opts.steal_min or elapsed <= 0 or got <= 0:
                     continue
                 v = got / elapsed
-                if opts.steal_ratio * v >= t:
+                if multi and opts.steal_ratio * v >= t:
                     continue
-                keep = int(v * (o + left / t) / (1 + v / t))
+                if not multi and elapsed < opts.steal_warm_rtts * rtt:
+                    continue
+                thief = t if multi else v
+                keep = int(v * (o + left / thief) / (1 + v / thief))
                 gain = left / v - keep / v
                 if left - keep < opts.steal_min or gain < max(opts.steal_gain_rtts * o, opts.steal_gain_min):
                     continue
@@ -306,10 +316,12 @@ class Scheduler:
         groups retire and hand the unassigned part of their files back to the
         queue; each active group gets the lanes per replica the params ask for
         (the new ones are returned for the engine to start), surplus lanes
-        retire. Every lane is woken: pp may have grown.
+        retire (returned too, for ``retire_cut``). Every lane is woken: pp
+        may have grown.
         """
         params = part.params
         shape = Shape()
+        was_retiring = {lane.id for group in part.groups for lane in group.lanes if lane.retiring}
         active = part.active_groups()
         while len(active) < params.cc:
             group = Group(self._group_ids, part)
@@ -329,6 +341,7 @@ class Scheduler:
                 for lane in live[want:]:
                     lane.retiring = True
         shape.wake = [lane for group in part.groups for lane in group.lanes]
+        shape.retired = [lane for lane in shape.wake if lane.retiring and lane.id not in was_retiring]
         return shape
 
     @staticmethod

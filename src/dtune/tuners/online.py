@@ -393,6 +393,11 @@ class OnlineTuner(Tuner):
         out["base"] = self.base.get_params()
         return out
 
+    @property
+    def searching(self) -> bool:
+        """Does the search run (after ``plan``)?"""
+        return getattr(self, "search_", None) is not None and self.search_.phase != "off"
+
     def plan(self, sizes: Sequence[int | None], facts: NetworkFacts) -> TunerPlan:
         tplan = self.base.plan(sizes, facts)
         known = [s for s in sizes if s is not None]

@@ -234,12 +234,34 @@ def test_no_cut_when_the_tail_is_below_the_least_worth_a_request():
     assert sched.next(fast, now=1.0) is None
 
 
-def test_with_one_source_the_endgame_does_nothing():
+def one_source_endgame(options: EngineOptions = OPTS, rtt: float = 0.04):
     f = file_state(0, 4 * MIB)
-    sched, part = setup(Params(1, 2, 1), [f], policy=Policy({0: 1.0}))
+    sched, part = setup(Params(1, 2, 1), [f], options=options)
+    sched.rtt = rtt
     one, two = lanes(part)
     f.status, f.group, f.unassigned = "active", part.groups[0], RangeSet()
     part.queue.clear()
+    one.conn = Conn()
+    return sched, f, one, two
+
+
+def test_with_one_source_a_warm_victims_remainder_is_split_in_two():
+    sched, f, one, two = one_source_endgame()
+    victim = receiving(f, two, 0, 4 * MIB, 512 * KIB, sent_at=0.0)   # 512 KiB in 1 s, 25 RTTs
+    action = sched.next(one, now=1.0)
+    assert isinstance(action, Cut) and action.victim is victim
+    v, o, left = 512 * KIB, 0.04, 4 * MIB - 512 * KIB
+    assert action.at - victim.pos == int((v * o + left) / 2)           # thief as fast as the victim
+
+
+def test_with_one_source_a_victim_still_in_slow_start_is_not_cut():
+    sched, f, one, two = one_source_endgame()
+    receiving(f, two, 0, 4 * MIB, 64 * KIB, sent_at=0.0)
+    assert sched.next(one, now=0.1) is None                           # 2.5 RTTs of receiving
+
+
+def test_the_one_source_endgame_can_be_turned_off():
+    sched, f, one, two = one_source_endgame(replace(OPTS, endgame=False))
     receiving(f, two, 0, 4 * MIB, 1, sent_at=0.0)
     assert sched.next(one, now=100.0) is None
 

@@ -1,0 +1,85 @@
+"""The engine's housekeeping tick: rates, tuner updates, stall checks, syncs.
+
+One coroutine per engine run. Every ``control_tick`` (when a tuner
+listens) it refreshes the live RTT and hands a snapshot to the control
+listeners; every ``tick`` it advances the accounting, feeds the progress
+listeners, tells the scheduler what is left and where lanes run, closes
+stalled connections, wakes idle lanes (backoffs may have expired) and
+syncs or writes back part files. It reads the engine's state and calls
+nothing but its public hooks and ``Connection.close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from typing import TYPE_CHECKING
+
+from dtune.errors import HTTPError
+
+if TYPE_CHECKING:
+    from dtune.engine.core import Engine
+
+
+class StallError(HTTPError):
+    """No byte arrived on a busy connection for ``stall_timeout`` seconds."""
+
+
+async def run_ticker(engine: Engine) -> None:
+    opts = engine.options
+    acct = engine.acct
+    last_sync = last_tick = last_writeback = engine.now()
+    while True:
+        await asyncio.sleep(min(opts.control_tick, opts.tick) if engine.control_listeners else opts.tick)
+        now = engine.now()
+        acct.rtt_live = live_rtt(engine)
+        engine.scheduler.rtt = acct.rtt_live or acct.rtt_median()
+        if engine.control_listeners:
+            snap = acct.snapshot(now)
+            for listener in list(engine.control_listeners):
+                listener(snap)
+        if now - last_tick < opts.tick - opts.timer_slack:
+            continue
+        last_tick = now
+        acct.tick(now)
+        snap = None
+        if engine.tick_listeners:
+            snap = acct.snapshot(now)
+            for listener in list(engine.tick_listeners):
+                listener(snap)
+        if engine.scheduler.multi_replica:
+            snap = snap or acct.snapshot(now)
+            engine.scheduler.remaining = (None if snap.bytes_total is None else
+                                          max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
+            lanes: dict[int, int] = {}
+            for lane in engine.lanes():
+                if not lane.retiring:
+                    lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
+            engine.scheduler.lanes_per_replica = lanes
+        check_stalls(engine, now)
+        engine.wake_idle()  # backoffs may have expired
+        if now - last_sync >= opts.sync_interval:
+            last_sync = last_writeback = now
+            open_files = [f for f in engine.files if f.fd >= 0]
+            if open_files:
+                await asyncio.to_thread(lambda fs=open_files: [f.sync() for f in fs])
+        elif now - last_writeback >= opts.writeback_interval:
+            last_writeback = now
+            large = [f for f in engine.files if f.fd >= 0 and f.journaled]
+            if large:
+                await asyncio.to_thread(lambda fs=large: [f.write_back() for f in fs])
+
+
+def live_rtt(engine: Engine) -> float | None:
+    """Median of the kernel's RTT estimates over the connections that are receiving."""
+    rtts = [r for lane in engine.lanes() if lane.conn is not None and lane.conn.in_flight
+            for r in (lane.conn.tcp_rtt(),) if r is not None]
+    return statistics.median(rtts) if rtts else None
+
+
+def check_stalls(engine: Engine, now: float) -> None:
+    limit = engine.options.stall_timeout
+    for lane in engine.lanes():
+        conn = lane.conn
+        if conn is not None and conn.in_flight and now - conn.last_activity > limit:
+            conn.close(StallError(f"{conn.origin}: no data for {limit:g} s"))
