@@ -61,7 +61,7 @@ def _select(config, tools: list[str], datasets: list[str]):  # type: ignore[no-u
 
 def run(args: argparse.Namespace) -> int:
     from dtune.bench.config import load_bench
-    from dtune.bench.report import summarize, summary_markdown, write_plots
+    from dtune.bench.report import summarize, summary_markdown, write_plots, write_trace_plots
     from dtune.bench.runner import Bench
     from dtune.testbed.netns import check_run_id
 
@@ -87,14 +87,16 @@ def run(args: argparse.Namespace) -> int:
         + "".join(f" {flag}" for flag in _flags(args)) + "`",
         f"Links: {links}; client tcp_rmem max {config.scenario.client.tcp_rmem_max} bytes; "
         f"server: {config.server}; {config.runs} interleaved runs per row.",
-        "Medians over verified runs; ratios are of median Mbit/s within one dataset and link.",
+        "Medians over verified runs; ratios are of median Mbit/s within one dataset and link. "
+        "tail s: from 95 % of the bytes crossed to the client's exit; connections: the client's "
+        "established TCP connections (median over the run), both from the emulator's trace.",
         f"dtune {bench.meta.get('versions', {}).get('dtune', '?')}; tool versions in results.json.",
     ]
     text = summary_markdown(f"dtune bench: {config.name}", rows, context)
     (out / "summary.md").write_text(text)
     if not args.no_plots:
         try:
-            for path in write_plots(out, rows, config.name):
+            for path in write_plots(out, rows, config.name) + write_trace_plots(out, records, config.name):
                 echo(f"bench: wrote {path}")
         except ImportError:
             echo("bench: no plots: matplotlib is not installed (pip install 'dtune[bench]')")

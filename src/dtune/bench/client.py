@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +38,11 @@ class ClientResult:
 
 
 def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, timeout: float,
-               env: dict[str, str] | None = None) -> ClientResult:
+               env: dict[str, str] | None = None,
+               on_start: Callable[[int], None] | None = None) -> ClientResult:
     """Run ``argv`` in the client namespace; wall and CPU seconds from ``os.wait4``.
+
+    ``on_start`` is called with the client's pid once it runs (the trace counts its connections).
 
     ``ip netns exec`` execs the command in place, so the pid is the tool's and
     its rusage covers the tool and the children it waited for. Whatever is
@@ -50,6 +53,8 @@ def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, 
         start = time.perf_counter()
         proc = tb.popen("client", argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                         cwd=cwd, env=env)
+        if on_start is not None:
+            on_start(proc.pid)
 
         def expire() -> None:
             timed_out.set()

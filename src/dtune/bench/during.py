@@ -1,4 +1,4 @@
-"""Mid-run link changes of a benchmark profile (``during = [...]``): when each is due, and applying it.
+"""What happens during one benchmark run: a profile's mid-run link changes, and the run's trace.
 
 A profile's ``during`` entries change a link once a share (``at_fraction``)
 of the dataset's bytes has crossed the links towards the client, as the
@@ -8,6 +8,13 @@ no clock, no testbed); ``ChangeWatcher`` polls the testbed's counters from a
 thread while one client runs and hands each due change to the runner, which
 sets the link. The runner sets the profile's own links again before and after
 such a run, so no change leaks into the next one.
+
+The same watcher records the run's **trace** when asked: every poll, the
+bytes crossed so far; every ``CONN_POLL_S``, the client's established TCP
+connections (read from ``/proc/<pid>/net/tcp*`` of the client process, which
+shows its namespace). From the trace come the **tail seconds** (from the
+moment 95 % of the dataset's bytes had crossed to the client's exit) and the
+connection counts: the same measurement for every tool.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dtune.bench.config import LinkChange
@@ -25,6 +33,11 @@ from dtune.testbed import Testbed
 # poll, and a change lands within 50 ms of its byte count -- about 1 % of a
 # 5 s run, finer than the run-to-run spread on the shared machine.
 CHANGE_POLL_S = 0.05
+# Connections are counted less often: one read of the namespace's socket table
+# (a few hundred lines) every quarter second.
+CONN_POLL_S = 0.25
+# The share of the bytes after which a run is "in its tail".
+TAIL_SHARE = 0.95
 
 
 def down_bytes(stats: Sequence[dict[str, Any]]) -> int:
@@ -65,27 +78,86 @@ class ChangeSchedule:
         return f"<ChangeSchedule {self.fired} of {len(self.changes)} fired | {self.total_bytes} bytes>"
 
 
-class ChangeWatcher:
-    """Applies mid-run link changes from a thread while a client runs (a context manager).
+def established(pid: int) -> int | None:
+    """Established TCP connections in the network namespace of process ``pid`` (None once it is gone)."""
+    count = 0
+    try:
+        for table in ("tcp", "tcp6"):
+            with open(f"/proc/{pid}/net/{table}") as f:
+                next(f, None)  # the header
+                for line in f:
+                    fields = line.split(None, 4)
+                    if len(fields) > 3 and fields[3] == "01":  # TCP_ESTABLISHED
+                        count += 1
+    except OSError:
+        return None
+    return count
 
-    ``start()`` reads the counters once (the run's baseline) and starts the
-    thread; every ``interval`` seconds it makes one ``tb.link_stats()`` call
-    and hands each due change to ``apply``. ``fired`` holds the seconds after
-    ``start()`` at which changes took effect; ``error`` what stopped the
-    thread early, if anything. ``stop()`` (also on leaving the ``with`` block,
-    whatever happened to the client) ends the thread and waits for it: no
-    change is applied after it returns.
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One point of a run's trace: seconds since the client started, bytes crossed, connections."""
+
+    t: float
+    bytes: int
+    connections: int | None = None
+
+
+def tail_seconds(samples: Sequence[Sample], total_bytes: int, end: float,
+                 share: float = TAIL_SHARE) -> float | None:
+    """Seconds from the first sample with ``share`` of ``total_bytes`` crossed to ``end`` (None: never reached).
+
+    The counters include headers, so the moment is at most a poll early for
+    a large file, and a few per mille of the bytes early for small files.
+    """
+    target = share * total_bytes
+    for s in samples:
+        if s.bytes >= target:
+            return max(0.0, end - s.t)
+    return None
+
+
+def rate_series(samples: Sequence[Sample], window: float = 0.5) -> list[tuple[float, float]]:
+    """(t, Mbit/s) over consecutive windows of about ``window`` seconds, for plots."""
+    out: list[tuple[float, float]] = []
+    last: Sample | None = None
+    for s in samples:
+        if last is None:
+            last = s
+            continue
+        if s.t - last.t >= window:
+            out.append((s.t, (s.bytes - last.bytes) * 8 / (s.t - last.t) / 1e6))
+            last = s
+    return out
+
+
+class ChangeWatcher:
+    """Applies mid-run link changes, and records the trace, from a thread while a client runs.
+
+    A context manager. ``start()`` reads the counters once (the run's
+    baseline) and starts the thread; every ``interval`` seconds it makes one
+    ``tb.link_stats()`` call and hands each due change to ``apply``.
+    ``fired`` holds the seconds after ``start()`` at which changes took
+    effect; ``error`` what stopped the thread early, if anything. With
+    ``trace``, it keeps polling after the last change and appends a
+    ``Sample`` to ``samples`` every poll (connections, every ``CONN_POLL_S``,
+    once ``client_pid`` is set). ``stop()`` (also on leaving the ``with``
+    block, whatever happened to the client) ends the thread and waits for it:
+    no change is applied after it returns.
     """
 
     def __init__(self, tb: Testbed, changes: Sequence[LinkChange], total_bytes: int,
                  apply: Callable[[LinkChange], None], *, interval: float = CHANGE_POLL_S,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+                 clock: Callable[[], float] = time.perf_counter, trace: bool = False) -> None:
         self.tb = tb
         self.changes = tuple(changes)
         self.total_bytes = total_bytes
         self.apply = apply
         self.interval = interval
         self.clock = clock
+        self.trace = trace
+        self.client_pid: int | None = None  # set by whoever starts the client
+        self.samples: list[Sample] = []
         self.fired: list[float] = []
         self.error = ""
         self._schedule: ChangeSchedule | None = None
@@ -113,16 +185,26 @@ class ChangeWatcher:
         self.stop()
 
     def _loop(self) -> None:
-        assert self._schedule is not None
+        sched = self._schedule
+        assert sched is not None
+        next_count = 0.0
         try:
-            while not self._schedule.done and not self._stop.wait(self.interval):
-                for change in self._schedule.due(down_bytes(self.tb.link_stats())):
+            while (self.trace or not sched.done) and not self._stop.wait(self.interval):
+                crossed = down_bytes(self.tb.link_stats())
+                for change in sched.due(crossed):
                     if self._stop.is_set():
                         return  # the client is done: a late change would only leak
                     self.apply(change)
                     self.fired.append(self.clock() - self._t0)
+                if self.trace:
+                    t = self.clock() - self._t0
+                    conns = None
+                    if self.client_pid is not None and t >= next_count:
+                        conns = established(self.client_pid)
+                        next_count = t + CONN_POLL_S
+                    self.samples.append(Sample(t, crossed - sched.start_bytes, conns))
         except Exception as exc:  # reported in the run's record, not lost in a thread
-            self.error = f"mid-run link change: {exc}"
+            self.error = f"{'mid-run link change' if self.changes else 'run trace'}: {exc}"
 
     def __repr__(self) -> str:
         alive = self._thread is not None and self._thread.is_alive()

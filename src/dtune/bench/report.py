@@ -52,6 +52,12 @@ class RunRecord:
     # seconds after the client started at which the link profile's mid-run
     # changes (``during``) fired, in at_fraction order; empty when none fired
     changes_at: list[float] = field(default_factory=list)
+    # from the run's trace (the TUN emulator's counters; None without them):
+    # seconds from 95 % of the bytes crossed to the client's exit, and the
+    # client's established TCP connections, most and median over the run
+    tail_seconds: float | None = None
+    connections_max: int | None = None
+    connections_median: float | None = None
 
     @property
     def requests(self) -> int:
@@ -64,7 +70,8 @@ class RunRecord:
 
 CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "run", "seconds", "bytes", "mbps",
                "cpu_seconds", "verified", "exit_code", "files", "extra_files", "server", "requests",
-               "server_bytes", "reported_seconds", "changes_at"]
+               "server_bytes", "reported_seconds", "changes_at", "tail_seconds", "connections_max",
+               "connections_median"]
 
 
 def mbps(nbytes: int, seconds: float) -> float:
@@ -127,6 +134,8 @@ class SummaryRow:
     vs_best_peer: float | None = None
     vs_dtune_default: float | None = None
     reported_seconds: float | None = None
+    tail_seconds: float | None = None
+    connections: float | None = None      # median over runs of each run's median
 
     @property
     def key(self) -> tuple[str, str]:
@@ -158,6 +167,8 @@ def summarize(records: Sequence[RunRecord]) -> list[SummaryRow]:
             row.cpu_seconds = _median(r.cpu_seconds for r in good)
             row.requests = _median(r.requests for r in good)
             row.reported_seconds = _median(r.reported_seconds for r in good if r.reported_seconds is not None)
+            row.tail_seconds = _median(r.tail_seconds for r in good if r.tail_seconds is not None)
+            row.connections = _median(r.connections_median for r in good if r.connections_median is not None)
         rows.append(row)
     for key in {r.key for r in rows}:
         same = [r for r in rows if r.key == key]
@@ -193,13 +204,14 @@ def _ratio(value: float | None) -> str:
 def markdown_table(rows: Sequence[SummaryRow]) -> str:
     """The summary as a Markdown table, then one line per (dataset, link) naming the best peer."""
     head = ("| dataset | link | tool | variant | ok | median s | median Mbit/s | min–max Mbit/s "
-            "| CPU s | requests | vs best peer | vs dtune default |")
-    lines = [head, "|" + "---|" * 12]
+            "| CPU s | requests | tail s | connections | vs best peer | vs dtune default |")
+    lines = [head, "|" + "---|" * 14]
     for r in rows:
         spread = "—" if r.mbps_min is None else f"{r.mbps_min:.0f}–{r.mbps_max:.0f}"
         lines.append(
             f"| {r.dataset} | {r.link} | {r.tool} | {r.variant} | {r.ok}/{r.runs} | {_fmt(r.seconds, '.2f')} "
             f"| {_fmt(r.mbps, '.1f')} | {spread} | {_fmt(r.cpu_seconds, '.2f')} | {_fmt(r.requests, '.0f')} "
+            f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.connections, '.0f')} "
             f"| {_ratio(r.vs_best_peer)} | {_ratio(r.vs_dtune_default)} |")
     notes = []
     for key in dict.fromkeys(r.key for r in rows):
@@ -227,6 +239,71 @@ def summary_markdown(title: str, rows: Sequence[SummaryRow], context: Sequence[s
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
+
+
+def trace_name(dataset: str, link: str, tool: str, variant: str, run: int) -> str:
+    """The file name (no suffix) of one run's trace under ``traces/``."""
+    return _slug(f"{dataset}-{link}-{tool}-{variant}-run{run}")
+
+
+def read_trace(path: Path) -> list[tuple[float, int, int | None]]:
+    """A trace CSV written by the runner: (t, bytes, connections or None) per poll."""
+    out = []
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            conns = row.get("connections") or ""
+            out.append((float(row["t"]), int(row["bytes"]), int(conns) if conns else None))
+    return out
+
+
+def write_trace_plots(out: Path, records: Sequence[RunRecord], title: str) -> list[Path]:
+    """Per (dataset, link): Mbit/s and connections against time, one line per tool variant.
+
+    Each variant shows its median-time verified run (traces/ holds every run).
+    Returns the files written; raises ImportError when matplotlib is missing.
+    """
+    from dtune.bench.during import Sample, rate_series
+
+    groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
+    for r in records:
+        if r.verified and r.tail_seconds is not None:
+            groups.setdefault((r.dataset, r.link), {}).setdefault(f"{r.tool} {r.variant}", []).append(r)
+    if not groups:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for (dataset, link), by_variant in groups.items():
+        fig, (ax_rate, ax_conn) = plt.subplots(2, 1, figsize=(8.0, 6.0), sharex=True)
+        for label, runs in by_variant.items():
+            run = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+            path = out / "traces" / f"{trace_name(run.dataset, run.link, run.tool, run.variant, run.run)}.csv"
+            if not path.exists():
+                continue
+            trace = read_trace(path)
+            rates = rate_series([Sample(t, b, c) for t, b, c in trace])
+            style = "-" if run.tool == "dtune" else "--"
+            ax_rate.plot([t for t, _ in rates], [v for _, v in rates], style, label=f"{label} ({run.seconds:.1f} s)")
+            conns = [(t, c) for t, _, c in trace if c is not None]
+            ax_conn.step([t for t, _ in conns], [c for _, c in conns], style, where="post", label=label)
+            for at in run.changes_at:
+                ax_rate.axvline(at, color="tab:red", alpha=0.3, linewidth=1)
+        ax_rate.set_ylabel("Mbit/s (0.5 s windows)")
+        ax_rate.set_title(f"{title}: {dataset} over {link} (median run of each)")
+        ax_rate.legend(fontsize=7)
+        ax_rate.grid(alpha=0.3)
+        ax_conn.set_ylabel("established connections")
+        ax_conn.set_xlabel("seconds since the client started (red: link changes)")
+        ax_conn.grid(alpha=0.3)
+        fig.tight_layout()
+        path = out / f"trace-{_slug(dataset)}-{_slug(link)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
 
 
 def write_plots(out: Path, rows: Sequence[SummaryRow], title: str) -> list[Path]:

@@ -39,6 +39,7 @@ import os
 import platform
 import secrets
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -50,9 +51,9 @@ from typing import Any, TypeVar
 from dtune.bench import Echo
 from dtune.bench.client import last_error_line, reported_seconds, run_client
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
-from dtune.bench.during import ChangeWatcher
+from dtune.bench.during import ChangeWatcher, Sample, tail_seconds
 from dtune.bench.peers import Job, peer
-from dtune.bench.report import RunRecord, mbps, write_results
+from dtune.bench.report import RunRecord, mbps, trace_name, write_results
 from dtune.bench.servers import BenchServer, make_server
 from dtune.bench.urls import expected_paths, extra_files
 from dtune.bench.verify import source_digests, verify_output
@@ -353,10 +354,14 @@ class Bench:
             # runs must not land in the history the tuners learn from
             env = dict(os.environ, DTUNE_HISTORY=str(rundir.parent / "dtune-history.db"))
             watcher = None
-            if profile.during:
-                watcher = ChangeWatcher(tb, profile.during, ds.total_bytes, self._change_applier(tb, profile))
+            traced = tb.backend_name == "tun"  # the TUN emulator counts bytes; netem does not
+            if profile.during or traced:
+                watcher = ChangeWatcher(tb, profile.during, ds.total_bytes, self._change_applier(tb, profile),
+                                        trace=traced)
             with watcher or contextlib.nullcontext():
-                result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env)
+                result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env,
+                                    on_start=(lambda pid: setattr(watcher, "client_pid", pid))
+                                    if watcher is not None else None)
             if profile.during:
                 self._apply_profile(tb, profile)  # the next run starts from the profile's links too
             expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
@@ -370,7 +375,11 @@ class Bench:
                 errors.append(f"exit code {result.exit_code}: {last_error_line(log)}")
             if not verdict.ok:
                 errors.append(verdict.reason())
-            change_error = watcher.error if watcher is not None else ""
+            change_error = watcher.error if watcher is not None and profile.during else ""
+            samples = watcher.samples if watcher is not None and not watcher.error else []
+            if samples:
+                self._keep_trace(samples, combo, rep)
+            conns = [s.connections for s in samples if s.connections]
             if change_error:
                 errors.append(change_error)  # the run did not see the links it was meant to
             verified = verdict.ok and result.exit_code == 0 and not change_error
@@ -386,9 +395,21 @@ class Bench:
                          for a, b in zip(after, before, strict=True)],
                 command=" ".join(cmd.argv),
                 reported_seconds=reported_seconds(log) if spec.tool == "dtune" else None,
-                changes_at=[round(t, 4) for t in watcher.fired] if watcher is not None else [])
+                changes_at=[round(t, 4) for t in watcher.fired] if watcher is not None else [],
+                tail_seconds=tail_seconds(samples, ds.total_bytes, result.seconds) if samples else None,
+                connections_max=max(conns) if conns else None,
+                connections_median=statistics.median(conns) if conns else None)
         finally:
             shutil.rmtree(rundir, ignore_errors=True)
+
+    def _keep_trace(self, samples: Sequence[Sample], combo: Combo, rep: int) -> None:
+        """traces/<dataset>-<profile>-<tool>-<variant>-run<N>.csv: t, bytes, connections per poll."""
+        traces = self.out / "traces"
+        traces.mkdir(parents=True, exist_ok=True)
+        lines = ["t,bytes,connections"] + [
+            f"{s.t:.3f},{s.bytes},{'' if s.connections is None else s.connections}" for s in samples]
+        (traces / f"{trace_name(combo.dataset, combo.profile, combo.tool.tool, combo.tool.variant, rep + 1)}.csv"
+         ).write_text("\n".join(lines) + "\n")
 
     def _keep_log(self, log: Path, combo: Combo, rep: int) -> None:
         """Copy a failed run's client output next to the results, for the post-mortem."""

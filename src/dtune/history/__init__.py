@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dtune.history.record import record_from_result, save_transfer
-    from dtune.history.schema import TransferRecord
+    from dtune.history.row import TransferRecord
     from dtune.history.store import HistoryStore, default_url, open_store, resolve_url
 
 _WHERE = {
     "open_store": "store", "HistoryStore": "store", "default_url": "store", "resolve_url": "store",
-    "TransferRecord": "schema", "record_from_result": "record", "save_transfer": "record",
+    "TransferRecord": "row", "record_from_result": "record", "save_transfer": "record",
 }
 
 __all__ = ["HistoryStore", "TransferRecord", "default_url", "open_store", "record_from_result",

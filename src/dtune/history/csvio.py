@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterable
 from typing import IO
 
 from dtune.errors import DtuneError
-from dtune.history.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, JSON_COLUMNS, TransferRecord
+from dtune.history.row import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, JSON_COLUMNS, TransferRecord
 
 Convert = Callable[[str], object]
 

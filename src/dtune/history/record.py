@@ -22,7 +22,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from dtune.history.schema import TransferRecord
+from dtune.history.row import TransferRecord
 
 if TYPE_CHECKING:
     from dtune.engine.result import TransferResult
@@ -174,10 +174,17 @@ def save_transfer(result: TransferResult, plan_info: dict, url: str | None = Non
     Raises ``DtuneError`` (one line) if the database cannot be written; the
     caller decides whether that fails the transfer (``dtune get`` warns).
     """
+    from dtune.history.lite import sqlite_path
+
+    row = record_from_result(result, plan_info)
+    path = sqlite_path(url)
+    if path is not None:  # the default: no SQLAlchemy to import for one row
+        from dtune.history.lite import record
+        return record(path, row, result.samples or [])
     from dtune.history.store import open_store
 
     with open_store(url) as store:
-        return store.record(record_from_result(result, plan_info), result.samples or [])
+        return store.record(row, result.samples or [])
 
 
 def _given(value: float | None, factor: float) -> tuple[float | None, str | None]:

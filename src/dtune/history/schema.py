@@ -1,4 +1,4 @@
-"""The history's two tables and the record that fills one row of ``transfers``.
+"""The history's two tables (SQLAlchemy); the record that fills one row of ``transfers`` is in ``row.py``.
 
 ``transfers`` holds one row per transfer: the key attributes the decision
 tree cuts on (docs/algorithms.md §2.1: avg file size, file count, RTT, TCP buffer,
@@ -15,13 +15,19 @@ outcomes and "not applied" for cpu_num/cpu_freq.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
 import sqlalchemy as sa
 
-ORIGINS = ("dtune", "import", "sweep")     # who produced the measurement
-ENERGY_KINDS = ("measured", "estimated")   # NULL: no energy figure, or provenance unknown
-HOWS = ("measured", "given", "assumed")    # how a network fact was obtained (NetworkFacts.how)
+from dtune.history.row import (  # noqa: F401  (re-exported: the record belongs with its table)
+    COLUMNS,
+    ENERGY_KINDS,
+    FLOAT_COLUMNS,
+    HOWS,
+    INT_COLUMNS,
+    JSON_COLUMNS,
+    NUMBER_COLUMNS,
+    ORIGINS,
+    TransferRecord,
+)
 
 metadata = sa.MetaData()
 JSON = sa.JSON(none_as_null=True)   # Python None is SQL NULL, not the JSON text 'null'
@@ -75,71 +81,3 @@ samples = sa.Table(
     sa.Column("params_json", JSON),                       # per-partition parameters at t
 )
 
-
-@dataclass(slots=True, kw_only=True)
-class TransferRecord:
-    """One row of ``transfers``; ``id`` is set by the store. Units as in the table."""
-
-    id: int | None = None
-    started_at: str | None = None
-    source: str | None = None
-    dataset_id: str | None = None
-    avg_file_size: float | None = None
-    file_count: int | None = None
-    total_bytes: int | None = None
-    rtt_ms: float | None = None
-    rtt_how: str | None = None
-    tcp_buffer: int | None = None
-    tcp_buffer_how: str | None = None
-    bandwidth_mbps: float | None = None
-    bandwidth_how: str | None = None
-    cc: int | None = None
-    p: int | None = None
-    pp: int | None = None
-    cpu_num: int | None = None
-    cpu_freq: int | None = None
-    params_json: dict | None = None
-    tuner: str | None = None
-    tuner_settings: dict | None = None
-    throughput_mbps: float | None = None
-    duration_s: float | None = None
-    bytes: int | None = None
-    energy_j: float | None = None
-    energy_kind: str | None = None
-    files_ok: int | None = None
-    files_failed: int | None = None
-    retries: int | None = None
-    exit_status: int | None = None
-    origin: str = "dtune"
-
-    def check(self) -> None:
-        """Raise ValueError if a vocabulary column holds a word outside its vocabulary."""
-        if self.origin not in ORIGINS:
-            raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
-        if self.energy_kind is not None and self.energy_kind not in ENERGY_KINDS:
-            raise ValueError(f"energy_kind must be measured, estimated or empty, got {self.energy_kind!r}")
-        for name in ("rtt_how", "tcp_buffer_how", "bandwidth_how"):
-            value = getattr(self, name)
-            if value is not None and value not in HOWS:
-                raise ValueError(f"{name} must be one of {', '.join(HOWS)} or empty, got {value!r}")
-
-        for name in NUMBER_COLUMNS:
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must not be negative, got {value!r}")
-
-    def as_dict(self) -> dict:
-        return {name: getattr(self, name) for name in COLUMNS}
-
-    @classmethod
-    def from_dict(cls, row: dict) -> TransferRecord:
-        return cls(**{name: row[name] for name in COLUMNS if name in row})
-
-
-COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TransferRecord))
-JSON_COLUMNS = ("params_json", "tuner_settings")
-INT_COLUMNS = tuple(c.name for c in transfers.columns if isinstance(c.type, sa.Integer))
-FLOAT_COLUMNS = tuple(c.name for c in transfers.columns if isinstance(c.type, sa.Float))
-NUMBER_COLUMNS = tuple(n for n in INT_COLUMNS + FLOAT_COLUMNS if n != "id")
-
-assert COLUMNS == tuple(c.name for c in transfers.columns), "TransferRecord and transfers disagree"

@@ -29,20 +29,16 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
 from dtune.errors import DtuneError
+from dtune.history.lite import ENV_VAR, SQLITE_BUSY_TIMEOUT, default_path
 from dtune.history.schema import COLUMNS, TransferRecord, metadata, transfers
 from dtune.history.schema import samples as samples_table
 
-ENV_VAR = "DTUNE_HISTORY"
-SQLITE_BUSY_TIMEOUT = 30.0   # seconds: several `dtune get` may finish at once and all append
 ROWS_BATCH = 2000            # rows() fetches this many at a time (~20k rows: ten round trips)
 
 
 def default_url() -> str:
     """``sqlite:///<data home>/dtune/history.db`` following the XDG base-directory rule."""
-    base = os.environ.get("XDG_DATA_HOME", "")
-    if not os.path.isabs(base):          # the XDG spec says to ignore relative values
-        base = os.path.expanduser("~/.local/share")
-    return f"sqlite:///{Path(base) / 'dtune' / 'history.db'}"
+    return f"sqlite:///{default_path()}"
 
 
 def resolve_url(url: str | None = None) -> URL:

@@ -14,9 +14,12 @@ from dtune.bench.report import (
     csv_text,
     markdown_table,
     mbps,
+    read_trace,
     summarize,
+    trace_name,
     write_plots,
     write_results,
+    write_trace_plots,
 )
 
 
@@ -93,7 +96,7 @@ def test_markdown_table_has_one_line_per_row_and_the_ratios() -> None:
     lines = markdown_table(rows).splitlines()
     assert lines[0].startswith("| dataset | link | tool |") and lines[1].startswith("|---|")
     assert lines[2] == ("| html | 1g-40ms | dtune | default | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
-                        "| 2.00× | 1.00× |")
+                        "| — | — | 2.00× | 1.00× |")      # no trace: no tail, no connection count
     assert "best peer aria2c x16 (400.0 Mbit/s)" in lines[-1]
 
 
@@ -114,6 +117,36 @@ def test_mid_run_change_times_are_one_semicolon_joined_csv_column_and_a_json_lis
     assert [r["changes_at"] for r in rows] == ["1.235;2.500", ""]
     write_results(tmp_path, [changed], {})
     assert json.loads((tmp_path / "results.json").read_text())["runs"][0]["changes_at"] == [1.23456, 2.5]
+
+
+def test_tail_and_connections_are_medians_over_verified_runs_in_the_table() -> None:
+    runs = [rec("dtune", "default", s, run=i) for i, s in enumerate((1.0, 1.1, 1.2))]
+    for r, tail, conns in zip(runs, (0.2, 0.9, 0.4), (10.0, 30.0, 20.0), strict=True):
+        r.tail_seconds, r.connections_median, r.connections_max = tail, conns, int(conns) + 5
+    failed = rec("dtune", "default", 9.0, verified=False, run=4)
+    failed.tail_seconds, failed.connections_median = 50.0, 99.0
+    rows = summarize([*runs, failed])
+    assert rows[0].tail_seconds == 0.4 and rows[0].connections == 20.0
+    assert "| 0.40 | 20 |" in markdown_table(rows)
+    csv_rows = list(csv.DictReader(csv_text(runs).splitlines()))
+    assert [r["tail_seconds"] for r in csv_rows] == ["0.2000", "0.9000", "0.4000"]
+    assert csv_rows[1]["connections_max"] == "35"
+
+
+def test_trace_plots_show_each_variants_median_run(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    runs = [rec("dtune", "default", s, run=i + 1) for i, s in enumerate((1.0, 3.0, 2.0))]
+    for r in runs:
+        r.tail_seconds = 0.1
+    (tmp_path / "traces").mkdir()
+    name = trace_name("html", "1g-40ms", "dtune", "default", 3)       # the median run (2.0 s)
+    (tmp_path / "traces" / f"{name}.csv").write_text(
+        "t,bytes,connections\n" + "".join(f"{t / 10:.1f},{t * 1000},{4 if t % 3 == 0 else ''}\n"
+                                          for t in range(20)))
+    assert read_trace(tmp_path / "traces" / f"{name}.csv")[3] == (0.3, 3000, 4)
+    written = write_trace_plots(tmp_path, runs, "s")
+    assert [p.name for p in written] == ["trace-html-1g-40ms.png"] and written[0].stat().st_size > 1000
+    assert write_trace_plots(tmp_path, [rec("curl", "z", 1.0)], "s") == []   # no trace: no plot
 
 
 def test_write_results_writes_csv_and_json(tmp_path: Path) -> None:

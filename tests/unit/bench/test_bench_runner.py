@@ -17,7 +17,15 @@ import pytest
 
 from dtune.bench.client import last_error_line, reported_seconds
 from dtune.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
-from dtune.bench.during import ChangeSchedule, ChangeWatcher, down_bytes
+from dtune.bench.during import (
+    ChangeSchedule,
+    ChangeWatcher,
+    Sample,
+    down_bytes,
+    established,
+    rate_series,
+    tail_seconds,
+)
 from dtune.bench.report import RunRecord
 from dtune.bench.runner import (
     OWNER_FILE,
@@ -268,3 +276,62 @@ def test_a_profile_with_mid_run_changes_is_applied_before_every_one_of_its_runs(
     drops = {"rate_mbit": 400.0, "rtt_ms": 40.0, "loss": 0.0, "queue_kb": 2_000_000 / 1024}
     assert [values for index, values in tb.set if index == 0] == [drops, drops, {**drops, "rtt_ms": 20.0,
                                                                                 "queue_kb": 1_000_000 / 1024}, drops]
+
+
+# --- the run's trace: tail seconds and connections --------------------------------
+
+def test_tail_seconds_run_from_the_first_sample_past_95_percent_to_the_exit() -> None:
+    samples = [Sample(0.5, 100), Sample(1.0, 900), Sample(1.5, 949), Sample(2.0, 950), Sample(2.5, 1000)]
+    assert tail_seconds(samples, 1000, end=3.2) == pytest.approx(1.2)
+    assert tail_seconds(samples, 1000, end=3.2, share=0.5) == pytest.approx(2.2)
+    assert tail_seconds(samples[:3], 1000, end=3.2) is None   # never reached: no tail to report
+    assert tail_seconds([], 1000, end=1.0) is None
+
+
+def test_rates_are_taken_over_windows_of_at_least_the_given_length() -> None:
+    samples = [Sample(t / 10, int(t * 12_500)) for t in range(0, 21)]   # 125 kB/s = 1 Mbit/s
+    rates = rate_series(samples, window=0.5)
+    assert [round(t, 1) for t, _ in rates] == [0.5, 1.0, 1.5, 2.0]
+    assert all(v == pytest.approx(1.0) for _, v in rates)
+    assert rate_series(samples[:3], window=0.5) == []
+
+
+def test_established_counts_only_established_sockets_of_the_pids_namespace() -> None:
+    import socket
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    before = established(os.getpid())
+    assert before is not None
+    c = socket.create_connection(srv.getsockname())
+    a, _ = srv.accept()
+    try:
+        assert established(os.getpid()) == before + 2           # both ends live in this namespace
+    finally:
+        c.close()
+        a.close()
+        srv.close()
+    assert established(2 ** 22 + 12345) is None                  # no such process
+
+
+def test_a_tracing_watcher_samples_every_poll_after_its_changes_and_counts_connections() -> None:
+    tb = FakeTestbed([1000, 1300, 1600, 1900, 2000])
+    applied: list[LinkChange] = []
+    watcher = ChangeWatcher(tb, [change(0.3)], 1000, applied.append, interval=0.001, trace=True)
+    watcher.client_pid = os.getpid()
+    with watcher:
+        wait_for(lambda: len(watcher.samples) >= 6)
+    assert applied == [change(0.3)]
+    assert [s.bytes for s in watcher.samples[:4]] == [300, 600, 900, 1000]   # since the baseline
+    assert watcher.samples[0].connections is not None                         # counted on the first
+    assert all(a.t <= b.t for a, b in zip(watcher.samples, watcher.samples[1:], strict=False))
+    tail = tail_seconds(watcher.samples, 1000, end=watcher.samples[-1].t + 1.0)
+    assert tail is not None and tail >= 1.0
+
+
+def test_a_trace_only_watcher_names_the_trace_when_the_counters_fail() -> None:
+    tb = FakeTestbed([0], fail_at=2)
+    watcher = ChangeWatcher(tb, [], 1000, lambda c: None, interval=0.001, trace=True)
+    with watcher:
+        wait_for(lambda: watcher.error != "")
+    assert watcher.error.startswith("run trace: ")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from support.history import make_record
 
 from dtune.errors import DtuneError
-from dtune.history import TransferRecord, default_url, open_store, resolve_url
+from dtune.history import default_url, open_store, resolve_url
 
 
 @pytest.fixture(autouse=True)
@@ -13,18 +14,6 @@ def _no_home(tmp_path, monkeypatch):
     """Never touch the real ~/.local/share: the default location lives in tmp_path."""
     monkeypatch.delenv("DTUNE_HISTORY", raising=False)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-
-
-def make_record(**changes) -> TransferRecord:
-    values = dict(started_at="2025-03-01T10:00:00.000+00:00", source="http://h/data/", dataset_id="html",
-                  avg_file_size=100_000.0, file_count=250, total_bytes=25_000_000, rtt_ms=10.0,
-                  rtt_how="measured", tcp_buffer=6_291_456, tcp_buffer_how="measured",
-                  bandwidth_mbps=1000.0, bandwidth_how="assumed", cc=8, p=1, pp=4,
-                  params_json={"used": {"all": {"cc": 8, "p": 1, "pp": 4}}}, tuner="promc",
-                  tuner_settings={"tuner": "promc", "max_cc": 16}, throughput_mbps=812.5, duration_s=0.246,
-                  bytes=25_000_000, files_ok=250, files_failed=0, retries=0, exit_status=0)
-    values.update(changes)
-    return TransferRecord(**values)
 
 
 def test_record_then_get_returns_the_same_row_with_its_id(tmp_path):
