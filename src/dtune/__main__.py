@@ -1,3 +1,3 @@
-from dtune.cli import main
+from dtune.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -8,20 +8,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import TextIO
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING, TextIO
 
 from dtune.accounting import Snapshot
 from dtune.engine.result import TransferResult
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def human_bytes(n: float) -> str:
@@ -66,14 +59,22 @@ class ConsoleReporter:
     """Progress bar on a TTY (plain lines otherwise) and one-line warnings on stderr."""
 
     def __init__(self, *, show_bar: bool) -> None:
-        self.err = Console(stderr=True, highlight=False)
         self.bar: Progress | None = None
         self._task = None
-        if show_bar:
+        if show_bar:  # rich (~30 ms to import) only for a bar on a terminal
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+                TransferSpeedColumn,
+            )
             self.bar = Progress(
                 TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
                 TransferSpeedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[files]}"),
-                console=self.err, transient=True, refresh_per_second=4)
+                console=Console(stderr=True, highlight=False), transient=True, refresh_per_second=4)
             self.bar.start()
             self._task = self.bar.add_task("dtune", total=None, files="")
 

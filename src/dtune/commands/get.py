@@ -129,8 +129,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not args.no_progress)
     if not args.no_history:
-        # recording needs SQLAlchemy (~0.1 s to import): load it while the transfer waits on the network
-        threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
+        from dtune.history.lite import sqlite_path
+        if sqlite_path(args.history) is None:
+            # recording into another database needs SQLAlchemy (~0.1 s to import): load it
+            # while the transfer waits on the network (a SQLite history needs only sqlite3)
+            threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
     clock = Clock()
     try:
         result = run_async(transfer(plan, on_event=reporter.event, on_progress=reporter.progress))

@@ -37,10 +37,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from dtune.dataset import Dataset, FileSpec
-from dtune.discovery.autoindex import nginx_json_entries, parse_html_index
 from dtune.discovery.entries import Entry, Listing
 from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
-from dtune.discovery.metalink import looks_like_metalink, parse_metalink
 from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
 from dtune.discovery.urllist import parse_url_list
 from dtune.discovery.urls import (
@@ -126,9 +124,11 @@ def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
         if is_manifest(doc):
             return "manifest", manifest_entries(doc, page_url)
         if isinstance(doc, list):
+            from dtune.discovery.autoindex import nginx_json_entries  # listings only: not for one file
             return "nginx-json", nginx_json_entries(doc, page_url)
         raise DiscoveryError(f"{page_url}: JSON listing is neither a dtune manifest nor an nginx JSON index")
     if is_html or (not mime and first == b"<"):
+        from dtune.discovery.autoindex import parse_html_index  # html.parser: listings only
         return "html", parse_html_index(res.body, page_url, page_url, charset=charset)
     raise DiscoveryError(f"{page_url}: cannot list a directory served as {mime or 'no content type'!r}")
 
@@ -228,6 +228,7 @@ class _Discovery:
             body = await asyncio.to_thread(Path(path).read_bytes)
         except OSError as exc:
             raise DiscoveryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        from dtune.discovery.metalink import looks_like_metalink, parse_metalink  # xml: local files only
         if looks_like_metalink(path, body[:64]):
             listing = parse_metalink(body, path)
         else:
