@@ -258,9 +258,14 @@ class Engine:
         for lane in shape.wake:
             lane.wake.set()
 
-    def _stop_receiving(self, lane: Lane) -> None:
-        """``retire_cut``: a retiring lane gives the unreceived rest of the range it reads back to
-        its file, and drops its connection; the requests pipelined behind go back without penalty."""
+    def shed_backlogs(self, seconds_left: float | None) -> None:
+        """Lanes that would be the tail (``Scheduler.backlogged``) give their ranges back and reconnect."""
+        for lane in self.scheduler.backlogged(list(self.lanes()), self.now(), seconds_left):
+            self._stop_receiving(lane, "its backlog would outlast the transfer")
+
+    def _stop_receiving(self, lane: Lane, why: str = "its lane retires") -> None:
+        """A lane gives the unreceived rest of the range it reads back to its file and drops its
+        connection; the requests pipelined behind go back without penalty (``retire_cut``, backlogs)."""
         conn = lane.conn
         job = conn.current if conn is not None else None
         if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206 or job.end is None
@@ -272,7 +277,7 @@ class Engine:
         if f.group is None or f.group.retiring:
             f.group = None
             self.partitions[f.partition].queue.appendleft(f)
-        conn.close(RangeCut(f"{job.describe()}: its lane retires", innocent=True))
+        conn.close(RangeCut(f"{job.describe()}: {why}", innocent=True))
         self._wake_partition(f)
 
     def _drop_lane(self, lane: Lane) -> None:

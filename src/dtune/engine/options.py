@@ -33,6 +33,11 @@ class EngineOptions:
     first_range: int = 1 * MIB        # first request for a file of unknown size
     range_pipeline_cap: int = 4       # the taper counts at most 4 requests per lane: deeper pipelines
                                       # would cut ranges so small that the taper starts too early
+    range_pipeline: int = 2           # ranges of one split file a lane keeps outstanding: the second
+                                      # hides the round trip between ranges; more only queue bytes on
+                                      # one connection that no other may take (HTTP/1.1 answers in
+                                      # order), and when the path slows mid-transfer that queue is the
+                                      # tail (4 × 16 MiB at 3 MB/s: 20 s)
     # ---- time limits ----
     connect_timeout: float = 15.0     # curl's default is 300 s, aria2c's 60 s: data transfers fail fast and retry
     stall_timeout: float = 30.0       # no byte for this long on a busy connection → drop it, re-queue its ranges
@@ -67,6 +72,11 @@ class EngineOptions:
     steal_gain_rtts: float = 3.0      # … and only when the time saved is worth 3 of the thief's round trips
     steal_gain_min: float = 0.05      # … and at least 50 ms
     steal_rtt: float = 0.05           # the thief's round trip when its replica's is unknown: WAN-like
+    backlog_seconds: float = 3.0      # one replica: a lane whose ranges (the one it reads and those
+                                      # pipelined behind) would take longer than this at its own rate,
+                                      # and longer than twice what the whole transfer has left, gives
+                                      # them back and reconnects (the path slowed under large ranges:
+                                      # that lane would be the tail)
     # ---- live re-parameterisation ----
     retire_cut: bool = False          # a retiring lane gives the unreceived rest of its range back at once
                                       # and drops its connection (the bytes already on their way, at most

@@ -32,6 +32,7 @@ and lanes to add or retire (retiring ones finish what they have and close).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -168,6 +169,8 @@ class Scheduler:
             if f.not_before > now or not f.has_work() or replica >= len(f.replicas):
                 continue
             if (lane.id in f.lanes or len(f.lanes) < p) and self.admits(lane, f, now):
+                if self.ranges_full(f, lane):
+                    return None  # this lane holds enough of f; another file would only add more
                 return self.carve(f, lane, now)
         f = part.pop_ready(now, replica)
         if f is None:
@@ -179,6 +182,11 @@ class Scheduler:
         f.group = group
         group.files.append(f)
         return self.carve(f, lane, now)
+
+    def ranges_full(self, f: FileState, lane: Lane) -> bool:
+        """Does ``lane`` already hold ``range_pipeline`` ranges of the split file ``f``?"""
+        return (f.size is not None and f.size > self.options.split_threshold
+                and f.lanes.get(lane.id, 0) >= self.options.range_pipeline)
 
     def admits(self, lane: Lane, f: FileState, now: float) -> bool:
         """Several replicas: may this lane's replica start the next piece of ``f``?
@@ -244,10 +252,12 @@ class Scheduler:
         With several replicas, ``t`` is the thief's replica's per-connection
         estimate and only victims slower than ``t / steal_ratio`` are cut (a
         stalled connection, a slow replica). With one, every connection runs
-        the same path: ``t`` is the victim's own rate, so a cut splits the
-        victim's remainder in two, and only a victim that has been receiving
-        for ``steal_warm_rtts`` round trips (out of slow start: a rate measured
-        in slow start says nothing) is cut. ``endgame=False`` turns the
+        the same path at the victim's rate, so the idle lanes share the
+        remainder evenly with the victim: with ``m`` idle lanes for each long
+        range in flight, the thief takes ``1/(m+1)`` of it (``m = 1``: half),
+        and only a victim that has been receiving for ``steal_warm_rtts``
+        round trips (out of slow start: a rate measured in slow start says
+        nothing) is cut. ``endgame=False`` turns the
         one-source endgame off.
         """
         policy = self.policy
@@ -261,7 +271,7 @@ class Scheduler:
                 continue
             for f in group.files:
                 if f.not_before <= now and f.has_work() and lane.replica < len(f.replicas) \
-                        and self.admits(lane, f, now):
+                        and not self.ranges_full(f, lane) and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
             return None
@@ -274,6 +284,7 @@ class Scheduler:
             t, rtt = None, self.rtt or opts.steal_rtt
         connected = lane.conn is not None and lane.conn.usable
         o = rtt if connected else 2 * rtt           # a request, or a connect and a request
+        share = 1 if multi else self._thieves_per_victim(partition, lane)
         best: tuple[float, RangeJob, int] | None = None
         for group in partition.groups:
             for other in group.lanes:
@@ -293,8 +304,10 @@ class Scheduler:
                     continue
                 if not multi and elapsed < opts.steal_warm_rtts * rtt:
                     continue
-                thief = t if multi else v
-                keep = int(v * (o + left / thief) / (1 + v / thief))
+                if multi:
+                    keep = int(v * (o + left / t) / (1 + v / t))
+                else:  # the same path: the idle lanes split the remainder evenly with the victim
+                    keep = int((left * share + v * o) / (share + 1))
                 gain = left / v - keep / v
                 if left - keep < opts.steal_min or gain < max(opts.steal_gain_rtts * o, opts.steal_gain_min):
                     continue
@@ -307,6 +320,50 @@ class Scheduler:
         piece = Piece(victim.file, cut, victim.end, ranged=True)
         assign(victim.file, lane)
         return Cut(victim, cut, piece)
+
+    def backlogged(self, lanes: Iterable[Lane], now: float, seconds_left: float | None) -> list[Lane]:
+        """One replica: the lanes holding more work than they can finish in time (see ``backlog_seconds``).
+
+        A lane's backlog is the rest of the range it reads plus the ranges
+        pipelined behind it, at the rate that range has been arriving (once
+        it has been receiving for ``steal_warm_rtts`` round trips).
+        """
+        opts = self.options
+        if self.multi_replica or not opts.endgame or seconds_left is None:
+            return []
+        rtt = self.rtt or opts.steal_rtt
+        limit = max(opts.backlog_seconds, 2 * seconds_left)
+        out = []
+        for lane in lanes:
+            conn = lane.conn
+            job = conn.current if conn is not None else None
+            if (lane.retiring or job is None or not getattr(job, "ranged", False) or job.status != 206
+                    or job.end is None):
+                continue
+            elapsed = now - max(job.t_sent, lane.last_done)
+            got = job.pos - job.first
+            if elapsed < opts.steal_warm_rtts * rtt or got <= 0:
+                continue
+            backlog = sum(q.end - q.pos for q in conn.queued
+                          if getattr(q, "ranged", False) and q.end is not None)
+            if backlog / (got / elapsed) > limit and backlog >= 2 * opts.steal_min:
+                out.append(lane)
+        return out
+
+    def _thieves_per_victim(self, partition: Partition, lane: Lane) -> int:
+        """One replica: how many idle lanes each long range in flight can feed (at least 1)."""
+        idle = victims = 0
+        for group in partition.groups:
+            for other in group.lanes:
+                if other.retiring:
+                    continue
+                job = other.conn.current if other.conn is not None else None
+                if other is lane or (other.outstanding == 0 and job is None):
+                    idle += 1
+                elif job is not None and getattr(job, "ranged", False) and job.end is not None \
+                        and job.end - job.pos >= 2 * self.options.steal_min:
+                    victims += 1
+        return max(1, idle // max(1, victims))
 
     # ---- params → groups and lanes ---------------------------------------------------------
     def reshape(self, part: Partition) -> Shape:

@@ -4,7 +4,8 @@ One coroutine per engine run. Every ``control_tick`` (when a tuner
 listens) it refreshes the live RTT and hands a snapshot to the control
 listeners; every ``tick`` it advances the accounting, feeds the progress
 listeners, tells the scheduler what is left and where lanes run, closes
-stalled connections, wakes idle lanes (backoffs may have expired) and
+stalled connections, has lanes that would be the tail give their ranges
+back (one replica, ``backlog_seconds``), wakes idle lanes (backoffs may have expired) and
 syncs or writes back part files. It reads the engine's state and calls
 nothing but its public hooks and ``Connection.close``.
 """
@@ -57,6 +58,9 @@ async def run_ticker(engine: Engine) -> None:
                     lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
             engine.scheduler.lanes_per_replica = lanes
         check_stalls(engine, now)
+        if not engine.scheduler.multi_replica and engine.options.endgame:
+            snap = snap or acct.snapshot(now)
+            engine.shed_backlogs(snap.eta)  # lanes that would be the tail give their ranges back
         engine.wake_idle()  # backoffs may have expired
         if now - last_sync >= opts.sync_interval:
             last_sync = last_writeback = now

@@ -107,6 +107,11 @@ class Connection(asyncio.Protocol):
         return len(self._fifo)
 
     @property
+    def queued(self) -> list[Exchange]:
+        """Every exchange sent and not yet answered, in order (the current one first)."""
+        return list(self._fifo)
+
+    @property
     def current(self) -> Exchange | None:
         """The exchange whose response is being read now (None between responses)."""
         return self._current

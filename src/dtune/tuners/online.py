@@ -31,8 +31,13 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   on window-limited connections (the RTT grew) jumps straight to the count
   that restores the former rate, then probes up from there; a drop on
   connections that are not window-limited (less bandwidth) probes down; a
-  rise probes up. After ``reprobe`` quiet windows it tries one probe (up when
-  window-limited, else down); each probe that fails doubles the wait, so a
+  rise probes up. Far more connections than the windows need (each carries
+  less than ``slack`` × window / RTT for ``confirm`` windows: the RTT or the
+  bandwidth fell while the goodput held) are **shed** at once to what the
+  windows need, with a margin; a shed that costs goodput is undone, and
+  no other is tried until the path changes (something else limits these
+  connections). After ``reprobe`` quiet windows it tries one
+  probe, up and down in turn; each probe that fails doubles the wait, so a
   stable path is not disturbed for long.
 
 N never exceeds ``cap`` connections to one origin (``--max-connections-per-host``,
@@ -82,8 +87,15 @@ class OnlineConstants:
     reprobe: int = 20             # quiet hold windows before one probe; doubles after each failed probe
     reprobe_max: int = 160
     window_limited: float = 0.6   # per-connection goodput ≥ 0.6 × window / RTT: window-limited
+    slack: float = 0.3            # in hold, per-connection goodput below 0.3 × window / RTT for
+                                  # `confirm` windows: far more connections than the rate needs (the
+                                  # RTT fell, or the bandwidth): shed to what the windows need
+    slack_margin: float = 1.25    # … keeping 25 % more than the windows alone would need
     queue: float = 0.3            # a window's RTT 30 % above the lowest seen: a queue builds at the
-                                  # bottleneck (more connections than the path needs)
+                                  # bottleneck (more connections than the path needs) …
+    queue_gain: float = 2.0       # … and a step up that builds one must gain 2 × gain (12 %) for the
+                                  # search to climb on; one that gains less but at least `gain` is
+                                  # kept and held: the link is full (its queue says so)
     window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (Algorithm 1's)
     tail_seconds: float = 2.0     # less work left than this at the current rate: no more probes
     default_rtt: float = 0.05     # s, until a connection has one
@@ -122,6 +134,9 @@ class OnlineSearch:
         self._moved_from: int | None = None   # the count before the last move
         self._converged_at: float | None = None
         self._rtts: list[float] = []          # RTT samples of the window being measured
+        self._slack = 0                       # hold: windows in a row with far too many connections
+        self._shed_armed = True               # False: a shed failed on this path, none until it changes
+        self._shedding = False
         self.base_rtt: float | None = None    # the lowest window RTT seen on this path
 
     def __repr__(self) -> str:
@@ -202,8 +217,12 @@ class OnlineSearch:
         if self.phase == "up":
             bn, bg = self.best
             # a step up is kept for a real gain; one that also fills the bottleneck's queue must
-            # gain three times as much (a few per cent of noise must not buy a queue)
-            need = 1 + (3 * k.gain if self.queued(rtt) else k.gain)
+            # gain twice as much (a few per cent of noise must not buy a queue)
+            need = 1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain)
+            if bg * (1 + k.gain) <= g < bg * need:
+                # a real gain that filled the queue too: the link is full — keep it, climb no further
+                self.best = (self.n, g)
+                return self._hold(g)
             if self._probing and g < bg * need:
                 return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, not "
                                                f"{need:.2f}× {_mbps(bg)} with {bn}{self._queue_note(rtt)}")
@@ -223,6 +242,8 @@ class OnlineSearch:
             bn, bg = self.best
             if g >= bg * (1 - k.shed_loss):
                 self.best = (self.n, g)
+                if self._shedding:  # the shed held the rate: the windows were the measure
+                    self._shedding = False
                 if self.n > self.floor and not tail:
                     return self._down(now, g, rtt, f"{self.n} connections still give {_mbps(g)} "
                                                    f"(had {_mbps(bg)} with {bn})")
@@ -248,7 +269,8 @@ class OnlineSearch:
             self._reprobe = k.reprobe
             ref, self.best = self.ref, (self.n, g)
             self.ref = g
-            self.base_rtt = rtt   # a new path: its own RTT from now on
+            self.base_rtt = rtt   # a new path: its own RTT from now on …
+            self._shed_armed = True   # … and sheds judged afresh
             if ratio < 1 and self.window_limited(g, rtt):
                 # the RTT grew: as many more connections as restore the former rate
                 return self._move(now, math.ceil(self.n * ref / max(g, 1.0)), g, rtt,
@@ -261,14 +283,29 @@ class OnlineSearch:
         self._off = 0
         self.ref = 0.8 * self.ref + 0.2 * g
         self._quiet += 1
+        if self.n > self.floor and g / max(1, self.n) < k.slack * self.window / max(rtt, 1e-4):
+            self._slack += 1
+        else:
+            self._slack = 0
+        if self._shed_armed and self._slack >= k.confirm:
+            self._slack = 0
+            self._quiet = 0
+            self.best = (self.n, self.ref)
+            self._shedding = True
+            per_window = self.window / max(rtt, 1e-4)
+            want = math.ceil(k.slack_margin * g / per_window)
+            why = (f"{self.n} connections carry {_mbps(g / self.n)} each, a window allows "
+                   f"{_mbps(per_window)} over {rtt * 1000:.0f} ms: shed")
+            return self._move(now, min(want, math.floor(self.n * k.shrink)), g, rtt, why, phase="down")
         if self._quiet < self._reprobe:
             return None
         self._quiet = 0
         self._reprobe = min(k.reprobe_max, self._reprobe * 2)  # back to k.reprobe after a kept probe
         self.best = (self.n, self.ref)
         self._probing = True
-        # one direction at a time, alternating (up only while the connections are window-limited)
-        up = not self._last_probe_up and self.window_limited(g, rtt) and self.n < self.cap
+        # one direction at a time, alternating: up also when the connections are not window-limited
+        # (a server may limit each connection), a probe up that gains nothing costs one window
+        up = not self._last_probe_up and self.n < self.cap
         self._last_probe_up = up
         why = f"re-probe after a quiet {_mbps(self.ref)}"
         return self._up(now, g, rtt, why) if up else self._down(now, g, rtt, why)
@@ -286,6 +323,9 @@ class OnlineSearch:
 
     def _back(self, now: float, g: float, rtt: float, why: str) -> Step | None:
         bn, bg = self.best
+        if self._shedding:  # the windows are not what limits these connections: no more sheds
+            self._shed_armed = False  # on this path (a change of path re-arms them)
+            self._shedding = False
         self.phase = "hold"
         self.ref = bg
         self._quiet = 0
@@ -293,6 +333,7 @@ class OnlineSearch:
         return self._move(now, bn, g, rtt, why + f": back to {bn}", phase="hold")
 
     def _hold(self, g: float) -> None:
+        self._shedding = False
         self.phase = "hold"
         self.ref = self.best[1] if self.best else g
         if self.best and self.best[0] != self.n:

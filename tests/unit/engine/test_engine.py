@@ -148,6 +148,32 @@ def test_apply_grows_then_shrinks_cc_p_pp_mid_transfer_without_asking_any_byte_t
     assert changes == [(1, 4), (4, 1)]
 
 
+def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_file_is_exact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one connection took big ranges, then three more joined and took the rest in small ones:
+    # the first lane's backlog would be the tail, so it is handed back
+    data = blob(32 * MIB)
+    options = replace(FAST, max_range=8 * MIB, min_range=256 * KIB, backlog_seconds=0.3, tick=0.1,
+                      steal_warm_rtts=1.0, stall_timeout=5.0)
+
+    async def grow(engine: Engine) -> None:
+        await wait_for_bytes(engine, 1 * MIB)
+        engine.apply(Params(1, 8, 4), reason="test: more connections")
+    shed: list[str] = []
+    original = Engine._stop_receiving
+
+    def spy(self: Engine, lane, why: str = "its lane retires") -> None:
+        shed.append(why)
+        original(self, lane, why)
+    monkeypatch.setattr(Engine, "_stop_receiving", spy)
+    with FakeServer({"/big.bin": data}, rate=2 * MIB, network=MemoryNetwork()) as server:
+        run = fetch(server, tmp_path, [spec(server, "/big.bin")], Params(1, 1, 4), options=options,
+                    during=grow)
+        assert run.result.ok, run.result.failed
+        assert_exact(run, server, "/big.bin")
+    assert any("backlog" in why for why in shed), shed
+
+
 def test_apply_before_run_and_with_unchanged_params_is_harmless(server: FakeServer, tmp_path: Path) -> None:
     server.files["/x"] = blob(600 * KIB)
 

@@ -83,8 +83,9 @@ class Policy:
 class Conn:
     """A lane's connection as the endgame sees it: usable, and the response being read."""
 
-    def __init__(self, current: RangeJob | None = None) -> None:
+    def __init__(self, current: RangeJob | None = None, behind: tuple[RangeJob, ...] = ()) -> None:
         self.current, self.usable = current, True
+        self.queued = ([current] if current is not None else []) + list(behind)
 
 
 # ---- the next piece ---------------------------------------------------------------------------------
@@ -98,9 +99,20 @@ def test_a_small_file_goes_whole_in_one_request_and_counts_on_the_lane():
     assert not f.unassigned and sched.next(lane, now=0.0) is None   # nothing left anywhere
 
 
+def test_a_lane_holds_at_most_range_pipeline_ranges_of_one_split_file():
+    f, small = file_state(0, 64 * MIB), file_state(1, 1000)
+    sched, part = setup(Params(1, 1, 8), [f, small])
+    lane = lanes(part)[0]
+    got = [sched.next(lane, now=0.0) for _ in range(3)]
+    assert [g is not None for g in got] == [True, True, False]   # a deep pp does not deepen it …
+    assert lane.outstanding == 2 and part.queue[0] is small       # … nor pull in another file
+    release(f, lane)
+    assert sched.next(lane, now=0.0).file is f                    # one ended: the next range
+
+
 def test_a_large_file_is_cut_into_tapering_ranges_that_cover_it_once():
     f = file_state(0, 3 * MIB)
-    sched, part = setup(Params(1, 2, 2), [f])
+    sched, part = setup(Params(1, 2, 2), [f], options=replace(OPTS, range_pipeline=100))
     got = []
     while (piece := sched.next(lanes(part)[len(got) % 2], now=0.0)) is not None:
         assert piece.ranged and piece.file is f
@@ -254,6 +266,22 @@ def test_with_one_source_a_warm_victims_remainder_is_split_in_two():
     assert action.at - victim.pos == int((v * o + left) / 2)           # thief as fast as the victim
 
 
+def test_with_one_source_many_idle_lanes_share_a_long_remainder_evenly():
+    f = file_state(0, 64 * MIB)
+    sched, part = setup(Params(1, 5, 1), [f])
+    sched.rtt = 0.04
+    thief, busy, *idle = lanes(part)
+    f.status, f.group, f.unassigned = "active", part.groups[0], RangeSet()
+    part.queue.clear()
+    thief.conn = Conn()
+    victim = receiving(f, busy, 0, 64 * MIB, 4 * MIB, sent_at=0.0)
+    action = sched.next(thief, now=2.0)                               # 4 idle lanes, 1 long range
+    assert isinstance(action, Cut) and action.victim is victim
+    v, o, left = 2 * MIB, 0.04, 60 * MIB
+    assert action.at - victim.pos == int((left * 4 + v * o) / 5)      # the thief takes a fifth
+    assert (64 * MIB - action.at) == pytest.approx(left / 5, rel=0.01)
+
+
 def test_with_one_source_a_victim_still_in_slow_start_is_not_cut():
     sched, f, one, two = one_source_endgame()
     receiving(f, two, 0, 4 * MIB, 64 * KIB, sent_at=0.0)
@@ -264,6 +292,35 @@ def test_the_one_source_endgame_can_be_turned_off():
     sched, f, one, two = one_source_endgame(replace(OPTS, endgame=False))
     receiving(f, two, 0, 4 * MIB, 1, sent_at=0.0)
     assert sched.next(one, now=100.0) is None
+
+
+def backlog_case(got: int, behind_mib: int, options: EngineOptions = OPTS):
+    """Lane ``two`` reads 16 MiB (``got`` bytes in, in 2 s) with a 16 MiB range pipelined behind."""
+    f = file_state(0, 256 * MIB)
+    sched, part = setup(Params(1, 2, 2), [f], options=options)
+    sched.rtt = 0.1
+    one, two = lanes(part)
+    job = receiving(f, two, 0, 16 * MIB, got, sent_at=0.0)
+    queued = RangeJob(f, two, 16 * MIB, (16 + behind_mib) * MIB, True, report=lambda *_: None,
+                      journal_every=MIB, small_body=MIB)
+    two.conn = Conn(job, (queued,))
+    return sched, one, two
+
+
+def test_a_lane_whose_ranges_would_outlast_the_transfer_is_backlogged():
+    sched, one, two = backlog_case(got=4 * MIB, behind_mib=16)     # 2 MiB/s: 28 MiB take 14 s
+    assert sched.backlogged([one, two], now=2.0, seconds_left=5.0) == [two]
+    assert sched.backlogged([one, two], now=2.0, seconds_left=8.0) == []       # 16 s left: in time
+    assert sched.backlogged([one, two], now=2.0, seconds_left=None) == []
+
+
+def test_a_fast_lane_or_one_still_in_slow_start_is_not_backlogged():
+    sched, one, two = backlog_case(got=15 * MIB, behind_mib=1)     # 7.5 MiB/s: 2 MiB take 0.3 s
+    assert sched.backlogged([one, two], now=2.0, seconds_left=0.1) == []
+    sched, one, two = backlog_case(got=4 * MIB, behind_mib=16)
+    assert sched.backlogged([one, two], now=0.3, seconds_left=0.1) == []       # 3 RTTs of receiving
+    sched, one, two = backlog_case(got=4 * MIB, behind_mib=16, options=replace(OPTS, endgame=False))
+    assert sched.backlogged([one, two], now=2.0, seconds_left=0.1) == []
 
 
 def test_an_idle_lane_first_helps_another_groups_file_before_cutting_anything():

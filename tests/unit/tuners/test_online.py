@@ -113,6 +113,34 @@ def test_when_the_bandwidth_falls_the_connections_are_shed_to_what_the_narrower_
     assert mean_goodput(trace, 25.0, 30.0) >= 0.9 * 0.3 * GBIT
 
 
+def test_when_the_rtt_falls_sixfold_the_connections_it_no_longer_needs_are_shed_within_seconds():
+    path = SimPath(lambda t: GBIT, lambda t: 0.120 if t < 10.0 else 0.020)
+    search = OnlineSearch(8, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 20.0)
+    before = [n for t, n, _ in trace if 8.0 <= t < 10.0]
+    assert min(before) >= fewest(GBIT, 0.120)                      # 41: the long path needed them
+    need = fewest(GBIT, 0.020)                                     # 7
+    held = [n for t, n, _ in trace if t > 14.0]
+    few = sum(1 for n in held if n <= math.ceil(1.5 * need)) / len(held)
+    assert few >= 0.8, [(round(t, 1), s.reason) for t, s in steps if t > 10]   # re-probes aside
+    assert any("shed" in s.reason for t, s in steps if 10.0 < t < 13.0)
+    assert mean_goodput(trace, 14.0, 20.0) >= 0.95 * GBIT
+
+
+def test_a_path_whose_connections_are_not_window_limited_is_not_shed_over_and_over():
+    # a server that sends each connection only 2 MB/s: every connection is needed, however far
+    # below its window it runs; a shed that costs goodput is undone and not tried again, and the
+    # quiet re-probes find that more connections help
+    path = SimPath(lambda t: GBIT, lambda t: 0.020)
+    path.goodput = lambda n, t, old_n, since: min(GBIT, n * 2e6)  # type: ignore[method-assign]
+    search = OnlineSearch(48, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 60.0)
+    sheds = [t for t, s in steps if "shed" in s.reason]
+    assert len(sheds) == 1, [(round(t, 1), s.reason) for t, s in steps]
+    assert max(n for t, n, _ in trace if t > 40.0) == DEFAULT_CAP
+    assert mean_goodput(trace, 5.0, 60.0) >= 0.75 * GBIT
+
+
 def test_the_cap_on_connections_to_one_origin_holds_however_slow_the_connections():
     path = SimPath(lambda t: 10 * GBIT, lambda t: 0.200)
     search = OnlineSearch(8, cap=24, window=WINDOW)
