@@ -28,7 +28,7 @@ from dtune.netfacts import NetworkFacts
 from dtune.netprobe import gather_facts
 from dtune.params import Params
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
-from dtune.tuners.online import DEFAULT_CAP, OnlineTuner
+from dtune.tuners.online import DEFAULT_CAP, OnlineTuner, constants_for
 from dtune.tuners.registry import online_default
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
@@ -81,7 +81,9 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
                       sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
                       model=plan.model)
     search = online_default(plan.tuner) if plan.online is None else plan.online
-    tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed())
+    tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed(),
+                        constants=constants_for(plan.sla),
+                        min_rate=(plan.min_throughput_mbps or 0.0) * 1e6 / 8)
     sizes = [s.size for s in specs]
     facts = NetworkFacts(rtt=plan.rtt or 0.0, bandwidth=plan.bandwidth or 0.0,
                          tcp_buffer=plan.tcp_buffer or 0, how={})

@@ -101,6 +101,19 @@ class OnlineConstants:
     default_rtt: float = 0.05     # s, until a connection has one
 
 
+def constants_for(sla: str | None) -> OnlineConstants:
+    """The search's constants for an SLA: ``min-energy`` holds fewer connections.
+
+    Under min-energy a step up must gain 15 % (not 6 %) and a step down may
+    cost 10 % (not 3 %): every connection costs CPU time, so the search
+    settles on the fewest that give most of the rate (the floor, when the
+    user gave ``--min-throughput``, is kept by ``OnlineSearch.floor_rate``).
+    """
+    if sla == "min-energy":
+        return OnlineConstants(gain=0.15, shed_loss=0.10)
+    return OnlineConstants()
+
+
 @dataclass(slots=True)
 class Step:
     """One move of the search: the new total ``n`` and why (with the measurement behind it)."""
@@ -114,8 +127,9 @@ class OnlineSearch:
     """The number of connections, searched from measured goodput (pure; see the module docstring)."""
 
     def __init__(self, start: int, *, cap: int, window: float, constants: OnlineConstants | None = None,
-                 floor: int = 1) -> None:
+                 floor: int = 1, floor_rate: float = 0.0) -> None:
         self.k = constants or OnlineConstants()
+        self.floor_rate = floor_rate             # bytes/s a step down must keep (--min-throughput)
         self.cap = max(1, cap)
         self.floor = max(1, min(floor, self.cap))
         self.window = window                     # bytes one connection keeps in flight
@@ -240,7 +254,7 @@ class OnlineSearch:
             return self._move(now, math.floor(bn * k.shrink), g, rtt, f"{why}: try fewer than {bn}")
         if self.phase == "down":
             bn, bg = self.best
-            if g >= bg * (1 - k.shed_loss):
+            if g >= max(bg * (1 - k.shed_loss), self.floor_rate):
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
@@ -414,18 +428,20 @@ class OnlineTuner(Tuner):
     base        the tuner whose split between partitions (its Params per partition) is kept
     search      False: no search, only the cap on connections to one origin (``--no-online``)
     cap         the most connections to one origin (``--max-connections-per-host``)
-    constants   ``OnlineConstants``
+    constants   ``OnlineConstants`` (``constants_for(sla)``)
     fixed       the user's explicit cc / p / pp, never changed
+    min_rate    bytes/s no step down may go below (``--min-throughput``)
     """
 
     def __init__(self, base: Tuner, *, search: bool = True, cap: int = DEFAULT_CAP,
                  constants: OnlineConstants | None = None,
-                 fixed: Fixed | Mapping[str, int] | None = None) -> None:
+                 fixed: Fixed | Mapping[str, int] | None = None, min_rate: float = 0.0) -> None:
         super().__init__(fixed=base.fixed if fixed is None else fixed)
         self.base = base
         self.search = search
         self.cap = cap
         self.constants = constants or OnlineConstants()
+        self.min_rate = min_rate
         self.name = base.name
         self.needs_facts = base.needs_facts
 
@@ -454,7 +470,8 @@ class OnlineTuner(Tuner):
         buffer = facts.tcp_buffer or os_receive_buffer_max() or ASSUMED_BUFFER
         window = buffer * self.constants.window_fraction
         start = total_lanes(self.base_)
-        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants)
+        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants,
+                                    floor_rate=self.min_rate)
         if not self.search or self._all_fixed() or self.base.sizes_connections:
             self.search_.phase = "off"
         tplan.params = self._shaped()

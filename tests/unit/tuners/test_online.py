@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Callable
 
 import pytest
@@ -18,7 +19,15 @@ from dtune.accounting import PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners.base import Fixed
-from dtune.tuners.online import DEFAULT_CAP, OnlineSearch, OnlineTuner, busiest_share, shape, total_lanes
+from dtune.tuners.online import (
+    DEFAULT_CAP,
+    OnlineSearch,
+    OnlineTuner,
+    busiest_share,
+    constants_for,
+    shape,
+    total_lanes,
+)
 from dtune.tuners.promc import HeuristicTuner
 from dtune.tuners.static import StaticTuner
 
@@ -139,6 +148,24 @@ def test_a_path_whose_connections_are_not_window_limited_is_not_shed_over_and_ov
     assert len(sheds) == 1, [(round(t, 1), s.reason) for t, s in steps]
     assert max(n for t, n, _ in trace if t > 40.0) == DEFAULT_CAP
     assert mean_goodput(trace, 5.0, 60.0) >= 0.75 * GBIT
+
+
+def test_min_energy_settles_on_fewer_connections_and_keeps_the_floor():
+    # a path where each doubling still gains ~10 %: max-throughput climbs, min-energy does not
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    path.goodput = lambda n, t, old_n, since: GBIT * (1 - 0.9 ** n)  # type: ignore[method-assign]
+    held = {}
+    for sla in ("max-throughput", "min-energy"):
+        search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW, constants=constants_for(sla))
+        trace, _ = run(search, path, 20.0)
+        held[sla] = (statistics.median(n for t, n, _ in trace if t > 10.0), mean_goodput(trace, 10.0, 20.0))
+    assert held["min-energy"][0] < held["max-throughput"][0]
+    assert held["min-energy"][1] >= 0.8 * held["max-throughput"][1]
+    floor = 0.85 * GBIT
+    search = OnlineSearch(16, cap=DEFAULT_CAP, window=WINDOW, constants=constants_for("min-energy"),
+                          floor_rate=floor)
+    trace, _ = run(search, path, 20.0)
+    assert mean_goodput(trace, 10.0, 20.0) >= floor                # the floor holds
 
 
 def test_the_cap_on_connections_to_one_origin_holds_however_slow_the_connections():
