@@ -90,7 +90,10 @@ class OnlineConstants:
     slack: float = 0.3            # in hold, per-connection goodput below 0.3 × window / RTT for
                                   # `confirm` windows: far more connections than the rate needs (the
                                   # RTT fell, or the bandwidth): shed to what the windows need
-    slack_margin: float = 1.25    # … keeping 25 % more than the windows alone would need
+    slack_margin: float = 1.25    # … keeping 25 % more than the windows alone would need; the
+    slack_loss: float = 0.10      # … shed is judged after `converge_rtts` (the connections kept
+                                  # open their congestion windows, one segment a round trip) and
+                                  # kept if goodput falls by at most 10 %
     queue: float = 0.3            # a window's RTT 30 % above the lowest seen: a queue builds at the
                                   # bottleneck (more connections than the path needs) …
     queue_gain: float = 2.0       # … and a step up that builds one must gain 2 × gain (12 %) for the
@@ -191,6 +194,8 @@ class OnlineSearch:
         if self._changed_at is None:
             self._changed_at = now
         settle, measure = self.windows(rtt)
+        if self._shedding:  # the connections kept grow their windows in congestion avoidance
+            settle = max(settle, self.k.converge_rtts * rtt)
         if self._mark is None:
             if self._converged_at is None:
                 late = now - self._changed_at >= max(1.0, self.k.converge_rtts * rtt)
@@ -254,7 +259,8 @@ class OnlineSearch:
             return self._move(now, math.floor(bn * k.shrink), g, rtt, f"{why}: try fewer than {bn}")
         if self.phase == "down":
             bn, bg = self.best
-            if g >= max(bg * (1 - k.shed_loss), self.floor_rate):
+            loss = k.slack_loss if self._shedding else k.shed_loss
+            if g >= max(bg * (1 - loss), self.floor_rate):
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
