@@ -274,11 +274,16 @@ class Engine:
         f = job.file
         give_back(f, job, job.pos)           # [pos, end) is unassigned again …
         job.end, job.cut = job.pos, True     # … and the response ends where it is
-        if f.group is None or f.group.retiring:
-            f.group = None
-            self.partitions[f.partition].queue.appendleft(f)
+        self._adopt(f)
         conn.close(RangeCut(f"{job.describe()}: {why}", innocent=True))
         self._wake_partition(f)
+
+    def _adopt(self, f: FileState) -> None:
+        """A file whose group retired (or that has none) and has bytes to fetch again goes back to
+        the front of its queue: nobody else would ever take them (``pop_ready`` skips a second copy)."""
+        if (f.group is None or f.group.retiring) and f.status == "active" and f.has_work():
+            f.group = None
+            self.partitions[f.partition].queue.appendleft(f)
 
     def _drop_lane(self, lane: Lane) -> None:
         group = lane.group
@@ -379,6 +384,7 @@ class Engine:
         """Give a job that was never sent back to its file (the lane is not woken: it chose so)."""
         self._release(job, wake=False)
         give_back(job.file, job, job.start)
+        self._adopt(job.file)
 
     # ---- reports from requests --------------------------------------------------------
     def _report(self, job: RangeJob, what: Report) -> None:
@@ -442,6 +448,7 @@ class Engine:
                 f.full_job = None
         else:
             give_back(f, job, job.pos if job.status in (200, 206) and not job.discard else job.start)
+            self._adopt(f)
         now = self.now()
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
@@ -479,9 +486,7 @@ class Engine:
         # timer up to a millisecond early, so aim a little late
         self._loop.call_later(delay + self.options.timer_slack, self._wake_partition, f)
         self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
-        if f.group is None or f.group.retiring:
-            f.group = None
-            self.partitions[f.partition].queue.appendleft(f)
+        self._adopt(f)
         self._wake_partition(f)
 
     def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
@@ -508,6 +513,7 @@ class Engine:
             return
         assert isinstance(action, RestartFile)
         f.forget()
+        self._adopt(f)
         self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=reason + "; starting it over")
 
     def _fail_file(self, f: FileState, reason: str) -> None:

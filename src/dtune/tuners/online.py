@@ -224,6 +224,8 @@ class OnlineSearch:
     # ---- the phases ----------------------------------------------------------------------
     def _decide(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
         k = self.k
+        if g <= 0:  # nothing arrived (every connection waits: a stall, a retry's backoff): no
+            return None  # count of connections is judged on that; the engine's timeouts act
         if self.phase == "start":
             self.best = (self.n, g)
             self.ref = g

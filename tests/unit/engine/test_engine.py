@@ -174,6 +174,26 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
     assert any("backlog" in why for why in shed), shed
 
 
+def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again_when_a_request_fails(
+        tmp_path: Path) -> None:
+    # each group holds all of its file when cc drops to 1; the server closes every connection
+    # after one answer, so the retiring group's pipelined second range fails without an answer:
+    # those bytes must find a group again, or the transfer hangs
+    files = {"/a.bin": blob(2 * MIB), "/b.bin": blob(2 * MIB)}
+    options = replace(FAST, min_range=MIB, max_range=MIB, range_pipeline=4, stall_timeout=5.0)
+    with FakeServer(files, rate=2 * MIB, close_after=1, network=MemoryNetwork()) as server:
+
+        async def shrink(engine: Engine) -> None:
+            await wait_for_bytes(engine, 256 * KIB)
+            assert all(not f.unassigned for f in engine.files)      # every byte is asked for
+            engine.apply(Params(1, 1, 4), reason="test: one group retires")
+
+        run = fetch(server, tmp_path, [spec(server, p) for p in files], Params(2, 1, 4), options=options,
+                    during=shrink)
+        assert run.result.ok, run.result.failed
+        assert_exact(run, server, *files)
+
+
 def test_apply_before_run_and_with_unchanged_params_is_harmless(server: FakeServer, tmp_path: Path) -> None:
     server.files["/x"] = blob(600 * KIB)
 
