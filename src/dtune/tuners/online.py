@@ -402,22 +402,33 @@ def busiest_share(params: Mapping[str, Params]) -> float:
     return max(per.values()) / total
 
 
-def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool], fixed: Fixed) -> dict[str, Params]:
+def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool], fixed: Fixed,
+          bytes_share: Mapping[str, float] | None = None) -> dict[str, Params]:
     """``base``'s split between partitions, scaled to ``total`` connections in all.
 
     A partition whose files travel as ranges (``ranged``) scales its lanes per
     file (p); one of small files scales the files in flight (cc). The user's
     fixed values stay: a fixed p makes cc scale, a fixed cc makes p scale, and
-    both fixed leave the partition as it is.
+    both fixed leave the partition as it is. With ``bytes_share`` (each
+    partition's share of the dataset's bytes) no partition gets a smaller
+    share of the connections than of the bytes (up to rounding): a tuner that gives 8 files in
+    flight to small files and 8 × 14 streams to large ones would, scaled down
+    to 30 connections, leave 1928 small files to two connections, and they
+    would be the last 6 s of the transfer.
     """
     active = {n: p for n, p in base.items() if p.cc > 0}
     base_total = total_lanes(active)
     out = dict(base)
     if not base_total:
         return out
-    scale = total / base_total
+    weight = {n: p.cc * p.p / base_total for n, p in active.items()}
+    if bytes_share:  # the partitions under their share of the bytes get it; the rest share the others'
+        under = {n: bytes_share[n] for n, w in weight.items() if bytes_share.get(n, 0.0) > w}
+        over = sum(w for n, w in weight.items() if n not in under)
+        left = max(0.0, 1.0 - sum(under.values()))
+        weight = {n: under[n] if n in under else (w * left / over if over else 0.0) for n, w in weight.items()}
     for name, p in active.items():
-        want = max(1, round(p.cc * p.p * scale))
+        want = max(1, round(total * weight[name]))
         if fixed.cc is not None and fixed.p is not None:
             continue
         if fixed.cc is not None or (ranged.get(name, False) and fixed.p is None):
@@ -473,6 +484,8 @@ class OnlineTuner(Tuner):
             acc[0] += size if size is not None else fallback
             acc[1] += 1
         self.ranged_ = {n: (t / c if c else 0) > DEFAULT_SPLIT_THRESHOLD for n, (t, c) in totals.items()}
+        whole = sum(t for t, _ in totals.values())
+        self.bytes_share_ = {n: t / whole for n, (t, _) in totals.items()} if whole else {}
         self.base_ = dict(tplan.params)
         self.rtt_ = facts.rtt or self.constants.default_rtt
         buffer = facts.tcp_buffer or os_receive_buffer_max() or ASSUMED_BUFFER
@@ -523,7 +536,9 @@ class OnlineTuner(Tuner):
         n = self.search_.n
         if self.search_.phase == "off":  # the tuner's own total, within the cap
             n = min(total_lanes({k: p for k, p in self.base_.items() if p.cc > 0}), self.search_.cap)
-        return shape(self.base_, n, ranged=self.ranged_, fixed=self.fixed)
+        searching = self.search_.phase != "off"   # without the search the tuner's split is kept
+        return shape(self.base_, n, ranged=self.ranged_, fixed=self.fixed,
+                     bytes_share=self.bytes_share_ if searching else None)
 
     def _cap(self, params: Mapping[str, Params]) -> int:
         """Total connections such that no origin gets more than ``cap``."""

@@ -201,6 +201,19 @@ def test_shape_scales_lanes_of_ranged_partitions_and_files_in_flight_of_small_on
     assert total_lanes(out) == 32
 
 
+def test_shape_gives_no_partition_a_smaller_share_of_connections_than_of_the_bytes():
+    # ProMC-like: 8 small files in flight against 8 large files × 14 streams; small holds 26 %
+    base = {"small": Params(cc=8, p=1, pp=17), "large": Params(cc=8, p=14, pp=2)}
+    ranged = {"small": False, "large": True}
+    plain = shape(base, 30, ranged=ranged, fixed=Fixed())
+    assert plain["small"].cc == 2                                  # 8/120 of 30
+    out = shape(base, 30, ranged=ranged, fixed=Fixed(), bytes_share={"small": 0.26, "large": 0.74})
+    assert out["small"].cc == 8 and out["large"] == Params(cc=8, p=3, pp=2)   # 26 % and 74 % of 30
+    # the other way round: large files under their share of the bytes get it
+    out = shape(base, 30, ranged=ranged, fixed=Fixed(), bytes_share={"small": 0.01, "large": 0.99})
+    assert out["small"].cc == 1 and out["large"] == Params(cc=8, p=4, pp=2)
+
+
 @pytest.mark.parametrize(("fixed", "want"), [
     (Fixed(p=4), Params(cc=4, p=4, pp=2)),          # p fixed: the files in flight scale
     (Fixed(cc=2), Params(cc=2, p=8, pp=2)),         # cc fixed: the lanes scale
