@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -31,6 +32,12 @@ FAST = ("--retries", "1", "--stall-timeout", "1", "--connect-timeout", "2")
 # ``report(tried=..., expected=...)``, later ``report(observed=...)`` (the ``report`` fixture)
 Report = Callable[..., None]
 LEFTOVER_SUFFIXES = (".dtune-part", ".dtune-journal")
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT: a shell's background job starts with SIGINT
+    ignored, and a child would inherit that (Python then installs no KeyboardInterrupt handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.harness import Report
+from support.harness import Report, default_sigint
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
@@ -159,6 +159,7 @@ def run_until(cmd: list[str], env: dict[str, str], fraction: float, sig: int, tm
     err = open(tmp / "stopped.stderr", "w+b")  # noqa: SIM115 - closed below
     t_started = time.time()
     proc = subprocess.Popen([*cmd, "--json"], stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
+                            preexec_fn=default_sigint,
                             env=env, text=True)
     done: list[str] = []
     seen = 0.0

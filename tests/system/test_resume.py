@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 from support.fakeserver import spans_overlap
+from support.harness import default_sigint
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
@@ -93,7 +94,7 @@ def spawn(tmp_path: Path, env: dict[str, str]) -> Iterator:
         n = len(children)
         proc = subprocess.Popen(cmd, stdout=open(tmp_path / f"stdout{n}", "wb"),  # noqa: SIM115
                                 stderr=open(tmp_path / f"stderr{n}", "wb"), env=env,  # noqa: SIM115
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
         children.append(proc)
         return proc
 
