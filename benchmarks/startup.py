@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dtune.bench.report import pyplot, save_figure
+
 PAYLOAD = os.urandom(1000)
 
 
@@ -147,9 +149,7 @@ def main() -> int:
             print(f"{name:<44} {len(vals):>2}/{args.runs:<2} {med * 1000:>10.0f} "
                   f"{min(vals) * 1000:>6.0f}–{max(vals) * 1000:<7.0f} {ratio:>18}")
         try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
+            plt = pyplot()
         except ImportError:
             print("startup: no plot (matplotlib is not installed)")
         else:
@@ -159,8 +159,7 @@ def main() -> int:
             ax.set_yticks(range(1, len(names) + 1), names, fontsize=8)
             ax.set_xlabel(f"wall ms of a one-file fetch ({args.runs} interleaved runs)")
             ax.grid(axis="x", alpha=0.3)
-            fig.tight_layout()
-            fig.savefig(out / "startup.png", dpi=110)
+            save_figure(fig, out / "startup.png")
         print(f"startup: wrote {out / 'startup.csv'}")
         return 0
     finally:

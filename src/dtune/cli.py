@@ -75,7 +75,9 @@ def entry() -> None:
     from walking it). Once ``main`` has returned, every file is closed and
     synced and the output flushed; when no other thread runs, atexit hooks
     run and the process exits at once, without tearing down every module
-    object first (measured: ~80 ms of a one-file get, ``benchmarks/startup.py``).
+    object first. Together with the paused collector this took ~80 ms off a
+    one-file get here, measured by hand (``main`` run with and without them);
+    ``benchmarks/startup.py`` measures the whole start-up only.
     """
     gc.disable()
     code = main(on_parsed=_collect_again)

@@ -225,7 +225,7 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
         meter = await _start_meter(plan, emit)
     try:
         options = plan.options
-        if getattr(tuner, "searching", False):  # each step judged in round trips: shed at once
+        if tuner.searching:  # each step judged in round trips: shed at once
             options = dataclasses.replace(options, retire_cut=True)
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=on_event,
                         partition_of=lambda i, _spec: tplan.partition_of[i])

@@ -241,6 +241,23 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "x"
 
 
+def pyplot():  # type: ignore[no-untyped-def]
+    """matplotlib.pyplot on the file-only Agg back-end (ImportError when matplotlib is missing)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def save_figure(fig, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """Lay out, write (110 dpi) and close ``fig``; return ``path``."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot().close(fig)
+    return path
+
+
 def trace_name(dataset: str, link: str, tool: str, variant: str, run: int) -> str:
     """The file name (no suffix) of one run's trace under ``traces/``."""
     return _slug(f"{dataset}-{link}-{tool}-{variant}-run{run}")
@@ -270,11 +287,7 @@ def write_trace_plots(out: Path, records: Sequence[RunRecord], title: str) -> li
             groups.setdefault((r.dataset, r.link), {}).setdefault(f"{r.tool} {r.variant}", []).append(r)
     if not groups:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
     for (dataset, link), by_variant in groups.items():
         fig, (ax_rate, ax_conn) = plt.subplots(2, 1, figsize=(8.0, 6.0), sharex=True)
@@ -298,11 +311,7 @@ def write_trace_plots(out: Path, records: Sequence[RunRecord], title: str) -> li
         ax_conn.set_ylabel("established connections")
         ax_conn.set_xlabel("seconds since the client started (red: link changes)")
         ax_conn.grid(alpha=0.3)
-        fig.tight_layout()
-        path = out / f"trace-{_slug(dataset)}-{_slug(link)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(fig, out / f"trace-{_slug(dataset)}-{_slug(link)}.png"))
     return written
 
 
@@ -311,11 +320,7 @@ def write_plots(out: Path, rows: Sequence[SummaryRow], title: str) -> list[Path]
 
     Returns the files written; raises ImportError when matplotlib is missing.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
     for dataset in dict.fromkeys(r.dataset for r in rows):
         same = [r for r in rows if r.dataset == dataset]
@@ -343,9 +348,5 @@ def write_plots(out: Path, rows: Sequence[SummaryRow], title: str) -> list[Path]
         if len(links) > 1:
             ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-        fig.tight_layout()
-        path = out / f"plot-{_slug(dataset)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        written.append(save_figure(fig, out / f"plot-{_slug(dataset)}.png"))
     return written
