@@ -55,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="mixed", help="testbed dataset preset (default mixed)")
     ap.add_argument("--scale", type=float, default=0.5)
     ap.add_argument("--runs", type=int, default=3, help="repetitions per variant (default 3)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds to wait after each run's output is removed (default 0). On ext4 a "
+                         "file created within seconds of a mass delete can cost a millisecond (the "
+                         "allocator skips recently deleted inodes): with thousands of files that is "
+                         "what the next run would measure")
     ap.add_argument("--args", default="", help="extra dtune get arguments, one string")
     args = ap.parse_args(argv)
     for v in args.variants:
@@ -99,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                         verdict = verify_output({rel: Path(out) / rel for rel, _ in files}, digests)
                     finally:
                         shutil.rmtree(out, ignore_errors=True)
+                        os.sync()
+                        time.sleep(args.settle)
                     ok = proc.returncode == 0 and verdict.ok
                     if ok:
                         times[v].append(wall)

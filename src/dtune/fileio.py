@@ -41,6 +41,14 @@ def open_nofollow(path: str, flags: int, mode: int = 0o644) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CREAT, mode)
 
 
+def write_all(fd: int, data: bytes, offset: int) -> None:
+    """``pwrite`` all of ``data`` at ``offset`` (a write may be short: a signal, a full disk's last blocks)."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
 def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:
     """Hex SHA-256 of everything in ``fd`` (read with pread from offset 0).
 

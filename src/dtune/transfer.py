@@ -17,7 +17,7 @@ from pathlib import Path
 from dtune.accounting import Snapshot
 from dtune.dataset import Dataset
 from dtune.discovery import discover
-from dtune.discovery.paths import resolve_inside
+from dtune.discovery.paths import Inside
 from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
 from dtune.engine.result import FileResult, TransferResult
@@ -185,9 +185,10 @@ async def _start_meter(plan: TransferPlan, emit: EventSink):
 def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:
     """Final paths under ``outdir``; names that would escape it are refused (and reported)."""
     specs, paths = [], []
+    inside = Inside(outdir)
     for spec in dataset.files:
         try:
-            paths.append(resolve_inside(outdir, spec.relpath))
+            paths.append(inside(spec.relpath))
         except UnsafePathError as exc:
             warn(f"refusing {spec.relpath!r}: {exc}")
             continue

@@ -20,6 +20,7 @@ it is checked twice:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import unicodedata
@@ -98,13 +99,42 @@ def resolve_inside(outdir: str | os.PathLike[str], relpath: str) -> Path:
     keeps ``relpath``'s own spelling under the resolved ``outdir`` (so a
     writer that renames onto it replaces a symlink rather than its target).
     """
-    clean = safe_relpath(relpath)
-    root = Path(outdir).resolve()
-    target = root.joinpath(*clean.split("/"))
-    try:
-        real = target.resolve()
-    except (OSError, RuntimeError) as exc:  # RuntimeError: symlink loop (Python 3.11/3.12)
-        raise UnsafePathError(f"unsafe path {relpath!r}: cannot resolve under {str(root)!r}: {exc}") from None
-    if real == root or not real.is_relative_to(root):
-        raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {str(real)!r}, outside {str(root)!r}")
-    return target
+    return Inside(outdir)(relpath)
+
+
+class Inside:
+    """``resolve_inside`` for the many names of one dataset under one ``outdir``.
+
+    The output directory and each directory a name lies in are resolved once,
+    then each name costs one ``lstat`` (more only where it is itself a symlink):
+    resolving every name from the root costs an ``lstat`` per component.
+    """
+
+    def __init__(self, outdir: str | os.PathLike[str]) -> None:
+        self.root = os.path.realpath(outdir)
+        self._dirs: dict[str, str] = {"": self.root}  # directory under the root → its real path
+
+    def __call__(self, relpath: str) -> Path:
+        clean = safe_relpath(relpath)
+        head, _, leaf = clean.rpartition("/")
+        real_dir = self._dirs.get(head)
+        if real_dir is None:
+            real_dir = self._dirs[head] = self._real(os.path.join(self.root, head), relpath)
+        real = os.path.join(real_dir, leaf)
+        if os.path.islink(real):
+            real = self._real(real, relpath)
+        root = self.root
+        if not real.startswith(root.rstrip(os.sep) + os.sep) or real == root:
+            raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {real!r}, outside {root!r}")
+        return Path(root, *clean.split("/"))
+
+    def _real(self, path: str, relpath: str) -> str:
+        """``realpath(path)``; a symlink loop (which realpath leaves unresolved) is refused."""
+        real = os.path.realpath(path)
+        try:
+            os.stat(real)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePathError(f"unsafe path {relpath!r}: cannot resolve under {self.root!r}: "
+                                      f"symlink loop") from None
+        return real

@@ -193,10 +193,14 @@ class FileState:
         if self.fd >= 0:
             return
         try:
-            os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
             fresh = not self.done
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh else 0)
-            self.fd = open_nofollow(self.part_path, flags)
+            try:
+                self.fd = open_nofollow(self.part_path, flags)
+            except FileNotFoundError:
+                # the directory is made only when missing: a makedirs per file costs a stat per level
+                os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
+                self.fd = open_nofollow(self.part_path, flags)
             if fresh and self.size and self.journaled:
                 try:
                     os.posix_fallocate(self.fd, 0, self.size)
@@ -255,8 +259,11 @@ class FileState:
         and journal are then removed: their bytes are wrong).
         """
         try:
-            if self.fd < 0:  # zero-length file or a file whose bytes all came from an earlier run
-                self.open_for_write()
+            if self.fd < 0:
+                try:  # (without O_CREAT: a create locks the directory against the loop's creates)
+                    self.fd = open_nofollow(self.part_path, os.O_RDWR)
+                except FileNotFoundError:  # a zero-length file: no response opened one
+                    self.open_for_write()
             actual = os.fstat(self.fd).st_size
             if self.size is not None and actual > self.size:
                 os.ftruncate(self.fd, self.size)

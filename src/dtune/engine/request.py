@@ -29,7 +29,7 @@ from dtune.engine.outcomes import (
     status_error,
 )
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
-from dtune.fileio import disk_error
+from dtune.fileio import disk_error, write_all
 from dtune.http.message import (
     build_request,
     parse_content_range,
@@ -235,7 +235,9 @@ class RangeJob:
         if not n:
             return
         try:
-            os.pwrite(self.fd, data, pos)
+            written = os.pwrite(self.fd, data, pos)
+            if written < n:  # short (a disk filling up): the rest, or the error that stopped it
+                write_all(self.fd, data[written:], pos + written)
         except OSError as exc:
             raise disk_error(self.file.part_path, exc) from None
         pos += n
@@ -274,4 +276,3 @@ class RangeJob:
                 and self.gen == self.file.gen):
             self.file.record(self.journaled, self.pos)
             self.journaled = self.pos
-

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
+from dtune.discovery.paths import Inside, relpath_problem, resolve_inside, safe_relpath
 from dtune.errors import UnsafePathError
 
 ACCEPTED = [
@@ -165,3 +165,20 @@ def test_resolve_inside_turns_a_symlink_loop_into_unsafe_path_error(out) -> None
     os.symlink("loop", out / "loop")
     with pytest.raises(UnsafePathError):
         resolve_inside(out, "loop/x")
+
+
+def test_inside_resolves_each_directory_once_and_still_checks_every_name(tmp_path, out) -> None:
+    """One ``Inside`` places a whole dataset: a directory's resolution is reused, a leaf symlink
+    in it is still followed, and a directory leading outside refuses every name below it."""
+    (tmp_path / "elsewhere").mkdir()
+    (out / "d").mkdir()
+    os.symlink(tmp_path / "elsewhere", out / "away")
+    os.symlink("/etc/passwd", out / "d" / "passwd")
+    inside = Inside(out)
+    assert inside("d/a.bin") == out.resolve() / "d" / "a.bin"
+    assert inside("d/b.bin") == out.resolve() / "d" / "b.bin"
+    with pytest.raises(UnsafePathError, match="outside"):
+        inside("d/passwd")
+    for name in ("away/x", "away/y"):
+        with pytest.raises(UnsafePathError, match="outside"):
+            inside(name)

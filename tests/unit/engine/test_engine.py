@@ -318,6 +318,19 @@ def test_a_body_truncated_once_is_resumed_from_where_it_stopped(
     assert run.result.snapshot is not None and run.result.snapshot.retries == 1
 
 
+def test_short_writes_are_completed_and_the_files_are_exact(
+        server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pwrite`` may write less than it was given (a disk filling up, a signal): the rest is
+    written, not skipped (a skipped tail would leave zeros inside a file of the right size)."""
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: real(fd, bytes(data[:7000]), offset))
+    server.files["/small.bin"] = blob(100 * KIB + 3)
+    server.files["/large.bin"] = blob(3 * MIB + 5)
+    run = fetch(server, tmp_path, [spec(server, p) for p in server.files], Params(2, 2, 2))
+    assert run.result.ok, run.result.failed
+    assert_exact(run, server, *server.files)
+
+
 ONE_RETRY = replace(FAST, retries=1)
 
 
