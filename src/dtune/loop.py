@@ -15,6 +15,20 @@ except ImportError:  # pragma: no cover - depends on the platform
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on a new loop and return its result.
+
+    The main task itself returns nothing: on the way out, ``asyncio.Runner``
+    (Python 3.11) formats the repr of its SIGINT handler, which holds the
+    task, and a done task's repr includes its result's: twice 0.1 s for the
+    result of a transfer of 100,000 files.
+    """
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
     if uvloop is not None:
-        return uvloop.run(coro)
-    return asyncio.run(coro)
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+    return box[0]
