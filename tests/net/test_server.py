@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -470,6 +471,33 @@ def test_stats_counts_requests_bytes_and_statuses(server: ServerThread) -> None:
     for code, n in (("200", 1), ("206", 1), ("404", 1)):
         assert after["responses"].get(code, 0) - before["responses"].get(code, 0) == n
     assert after["connections"] >= before["connections"] >= 1
+
+
+def test_an_answer_the_client_walks_away_from_is_counted_as_cut_with_the_bytes_it_sent(
+        tmp_path: Path) -> None:
+    """A body the client stops reading is not an answered request: ``cut`` counts it, and
+    ``bytes_sent`` what reached the socket (what a benchmark needs to count bytes thrown away)."""
+    root = tmp_path / "data"
+    root.mkdir()
+    with open(root / "huge.bin", "wb") as f:
+        f.truncate(256 * 1024 * 1024)  # sparse: more than loopback's socket buffers can take
+    srv = start(root)
+    try:
+        c = Client(srv.port)
+        c.send(req("/huge.bin"))
+        assert c.f.read(1 << 16)  # the answer has begun
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # reset: the server's next write fails
+        deadline = time.monotonic() + 10
+        while True:
+            stats = json.loads(get_once(srv.port, "/.well-known/dtune/stats"))
+            if stats["cut"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert stats["cut"] == 1 and stats["requests"] == 0  # cut short: not an answered request
+        assert 1 << 16 <= stats["bytes_sent"] < 256 * 1024 * 1024
+    finally:
+        srv.stop()
 
 
 def test_a_bug_in_one_answer_costs_one_connection_not_the_server(

@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         f"server: {config.server}; {config.runs} interleaved runs per row.",
         "Medians over verified runs; ratios are of median Mbit/s within one dataset and link. "
         "tail s: from 95 % of the bytes crossed to the client's exit; connections: the client's "
-        "established TCP connections (median over the run), both from the emulator's trace.",
+        "established TCP connections (median over the run), both from the emulator's trace; "
+        "sent ×: body bytes the servers sent (answers cut short included) over the dataset's bytes.",
         f"dtune {bench.meta.get('versions', {}).get('dtune', '?')}; tool versions in results.json.",
     ]
     text = summary_markdown(f"dtune bench: {config.name}", rows, context)

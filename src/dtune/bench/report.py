@@ -136,6 +136,8 @@ class SummaryRow:
     reported_seconds: float | None = None
     tail_seconds: float | None = None
     connections: float | None = None      # median over runs of each run's median
+    sent: float | None = None             # body bytes the servers sent / the dataset's bytes (median)
+    shares: list[float] = field(default_factory=list)  # each server's share of those bytes (medians)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -169,6 +171,12 @@ def summarize(records: Sequence[RunRecord]) -> list[SummaryRow]:
             row.reported_seconds = _median(r.reported_seconds for r in good if r.reported_seconds is not None)
             row.tail_seconds = _median(r.tail_seconds for r in good if r.tail_seconds is not None)
             row.connections = _median(r.connections_median for r in good if r.connections_median is not None)
+            counted = [r for r in good if r.server_bytes > 0 and r.bytes > 0]
+            if counted:
+                row.sent = _median(r.server_bytes / r.bytes for r in counted)
+                n = max(len(r.servers) for r in counted)
+                row.shares = [_median(r.servers[i].get("bytes", 0) / r.server_bytes if i < len(r.servers) else 0.0
+                                      for r in counted) or 0.0 for i in range(n)]
         rows.append(row)
     for key in {r.key for r in rows}:
         same = [r for r in rows if r.key == key]
@@ -204,14 +212,14 @@ def _ratio(value: float | None) -> str:
 def markdown_table(rows: Sequence[SummaryRow]) -> str:
     """The summary as a Markdown table, then one line per (dataset, link) naming the best peer."""
     head = ("| dataset | link | tool | variant | ok | median s | median Mbit/s | min–max Mbit/s "
-            "| CPU s | requests | tail s | connections | vs best peer | vs dtune default |")
-    lines = [head, "|" + "---|" * 14]
+            "| CPU s | requests | tail s | connections | sent × | vs best peer | vs dtune default |")
+    lines = [head, "|" + "---|" * 15]
     for r in rows:
         spread = "—" if r.mbps_min is None else f"{r.mbps_min:.0f}–{r.mbps_max:.0f}"
         lines.append(
             f"| {r.dataset} | {r.link} | {r.tool} | {r.variant} | {r.ok}/{r.runs} | {_fmt(r.seconds, '.2f')} "
             f"| {_fmt(r.mbps, '.1f')} | {spread} | {_fmt(r.cpu_seconds, '.2f')} | {_fmt(r.requests, '.0f')} "
-            f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.connections, '.0f')} "
+            f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.connections, '.0f')} | {_fmt(r.sent, '.3f')} "
             f"| {_ratio(r.vs_best_peer)} | {_ratio(r.vs_dtune_default)} |")
     notes = []
     for key in dict.fromkeys(r.key for r in rows):
@@ -224,6 +232,9 @@ def markdown_table(rows: Sequence[SummaryRow]) -> str:
             text += "; failed runs (excluded from medians): " + ", ".join(failed)
         notes.append(text)
         for r in same:
+            if sum(1 for x in r.shares if x > 0) > 1:
+                notes.append(f"  - {r.tool} {r.variant}: bytes sent per server "
+                             + ", ".join(f"srv{i + 1} {x:.1%}" for i, x in enumerate(r.shares)))
             if r.reported_seconds is not None and r.seconds:
                 notes.append(f"  - {r.tool} {r.variant}: its own summary reports {r.reported_seconds:.2f} s of "
                              f"listing + transfer in the {r.seconds:.2f} s wall time (the rest is process start-up and exit)")

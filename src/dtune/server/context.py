@@ -21,16 +21,19 @@ class Stats:
     """Counters since start, served at ``/.well-known/dtune/stats`` (which does not count itself).
 
     requests     answered requests
-    bytes_sent   body bytes of file answers (200 and 206), as written to sockets
+    bytes_sent   body bytes of file answers (200 and 206), as written to sockets (those of
+                 answers cut short too)
+    cut          file answers whose body was cut short (the client went away mid-body)
     connections  accepted connections, including those turned away with 503
     responses    answers per status code
     """
 
-    __slots__ = ("requests", "bytes_sent", "connections", "responses", "rejected", "internal_errors")
+    __slots__ = ("requests", "bytes_sent", "cut", "connections", "responses", "rejected", "internal_errors")
 
     def __init__(self) -> None:
         self.requests = 0
         self.bytes_sent = 0
+        self.cut = 0
         self.connections = 0
         self.responses: dict[int, int] = {}
         self.rejected = 0
@@ -43,6 +46,7 @@ class Stats:
         return {
             "requests": self.requests,
             "bytes_sent": self.bytes_sent,
+            "cut": self.cut,
             "connections": self.connections,
             "responses": {str(k): v for k, v in sorted(self.responses.items())},
             "open_connections": open_connections,

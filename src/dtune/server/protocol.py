@@ -424,6 +424,7 @@ class HttpConnection(asyncio.Protocol):
                 n = os.sendfile(sock, fd, offset, length)
                 if n == 0:  # the file shrank under us; the promised length cannot be kept
                     os.close(fd)
+                    self._srv.stats.cut += 1
                     self._abort()
                     return None
                 offset += n
@@ -433,6 +434,7 @@ class HttpConnection(asyncio.Protocol):
             pass
         except OSError:  # EPIPE, ECONNRESET: the client is gone
             os.close(fd)
+            self._srv.stats.cut += 1
             self._abort()
             return None
         if head or length:
@@ -479,6 +481,8 @@ class HttpConnection(asyncio.Protocol):
             return
         finally:
             os.close(fd)
+            if head or length:  # the client went away, or the server stopped: cut short
+                self._srv.stats.cut += 1
         self._finish(req, status, 0)
 
     async def _direct_socket(self) -> int:

@@ -35,6 +35,8 @@ mixed      64       log-uniform 20 KB .. 100 MB (the 1 MB ..  ~750 MB
                     5 GB spread of the paper, divided by 50)
 genome     1000     45 % < 100 KB, 93 % < 1 MB, 6.5 % 1-32   ~1.1 GB
                     MB, 0.5 % 32-128 MB (log-uniform pieces)
+granules   120      uniform 0.5 .. 8 MB (a satellite product's  ~510 MB
+                    granules: the multi-source dataset case)
 =========  =======  =======================================  ==========
 """
 
@@ -59,6 +61,10 @@ CHUNK = 4 * 1024 * 1024
 def _normal(mean: float, sd: float, floor: int) -> Callable[[float], float]:
     dist = statistics.NormalDist(mean, sd)
     return lambda u: max(floor, dist.inv_cdf(u))
+
+
+def _uniform(lo: float, hi: float) -> Callable[[float], float]:
+    return lambda u: lo + (hi - lo) * u
 
 
 def _log_uniform(lo: float, hi: float) -> Callable[[float], float]:
@@ -113,6 +119,8 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            _log_uniform(20 * KB, 100 * MB), lambda i, s: f"mixed/run-{i // 16:03d}/obj-{i:05d}.dat"),
     Preset("genome", "45 % < 100 KB, 93 % < 1 MB, a few files of 32-128 MB", 1000,
            _pieces(GENOME_PIECES), _genome_name),
+    Preset("granules", "uniform 0.5 MB .. 8 MB", 120, _uniform(0.5 * MB, 8 * MB),
+           lambda i, s: f"granules/{i // 40:02d}/granule-{i:04d}.nc"),
 )}
 
 

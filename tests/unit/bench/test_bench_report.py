@@ -96,7 +96,7 @@ def test_markdown_table_has_one_line_per_row_and_the_ratios() -> None:
     lines = markdown_table(rows).splitlines()
     assert lines[0].startswith("| dataset | link | tool |") and lines[1].startswith("|---|")
     assert lines[2] == ("| html | 1g-40ms | dtune | default | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
-                        "| — | — | 2.00× | 1.00× |")      # no trace: no tail, no connection count
+                        "| — | — | 1.000 | 2.00× | 1.00× |")  # no trace: no tail, no connection count
     assert "best peer aria2c x16 (400.0 Mbit/s)" in lines[-1]
 
 
@@ -117,6 +117,19 @@ def test_mid_run_change_times_are_one_semicolon_joined_csv_column_and_a_json_lis
     assert [r["changes_at"] for r in rows] == ["1.235;2.500", ""]
     write_results(tmp_path, [changed], {})
     assert json.loads((tmp_path / "results.json").read_text())["runs"][0]["changes_at"] == [1.23456, 2.5]
+
+
+def test_bytes_sent_over_the_dataset_and_each_servers_share_are_medians_in_the_table() -> None:
+    runs = []
+    for sent in ((60, 50), (70, 40), (80, 30)):   # MB per server; the dataset is 100 MB
+        r = rec("dtune", "mirrors", 2.0)
+        r.servers = [{"requests": 5, "bytes": sent[0] * 10**6}, {"requests": 5, "bytes": sent[1] * 10**6}]
+        runs.append(r)
+    (row,) = summarize(runs)
+    assert row.sent == pytest.approx(1.10)
+    assert row.shares == pytest.approx([70 / 110, 40 / 110])
+    text = markdown_table([row])
+    assert "| 1.100 |" in text and "srv1 63.6%, srv2 36.4%" in text
 
 
 def test_tail_and_connections_are_medians_over_verified_runs_in_the_table() -> None:

@@ -73,6 +73,15 @@ def test_genome_fractions_hold_exactly() -> None:
     assert 0.5e9 < sum(s) < 2e9
 
 
+def test_granules_are_120_files_uniform_between_half_a_megabyte_and_eight() -> None:
+    s = sizes("granules")
+    assert len(s) == 120 and 0.5 * MB <= min(s) and max(s) <= 8 * MB
+    assert statistics.fmean(s) == pytest.approx(4.25 * MB, rel=0.05)
+    assert 480 * MB < sum(s) < 540 * MB
+    quarters = [sum(lo <= x < lo + 1.875 * MB for x in s) for lo in (0.5 * MB, 2.375 * MB, 4.25 * MB, 6.125 * MB)]
+    assert min(quarters) >= 20                                # uniform: each quarter of the range holds ~30
+
+
 def test_mixed_is_log_uniform_over_its_range() -> None:
     s = sorted(sizes("mixed"))
     assert s[0] >= 20 * KB and s[-1] <= 100 * MB
@@ -83,7 +92,7 @@ def test_mixed_is_log_uniform_over_its_range() -> None:
     assert max(decades) - min(decades) <= 3
 
 
-@pytest.mark.parametrize("preset", ["html", "images", "mixed", "genome"])
+@pytest.mark.parametrize("preset", ["html", "images", "mixed", "genome", "granules"])
 def test_scale_multiplies_file_count(preset: str) -> None:
     assert len(sizes(preset, scale=0.1)) == round(PRESETS[preset].files * 0.1)
     assert len(sizes(preset, scale=2)) == PRESETS[preset].files * 2
