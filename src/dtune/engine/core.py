@@ -252,7 +252,9 @@ class Engine:
             lane.wake = asyncio.Event()
             group.lanes.append(lane)
             lane.task = asyncio.create_task(self._lane_main(lane))
-        if self.options.retire_cut:
+        if self.options.retire_cut and not self.scheduler.multi_replica:
+            # (with several replicas each range is sized to end with its round: a retiring lane
+            # drains it, rather than drop a connection and what is on its way to it)
             for lane in shape.retired:
                 self._stop_receiving(lane)
         for lane in shape.wake:

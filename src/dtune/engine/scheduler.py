@@ -285,6 +285,7 @@ class Scheduler:
         connected = lane.conn is not None and lane.conn.usable
         o = rtt if connected else 2 * rtt           # a request, or a connect and a request
         share = 1 if multi else self._thieves_per_victim(partition, lane)
+        least = opts.steal_min_replicas if multi else opts.steal_min  # the least tail worth a cut
         best: tuple[float, RangeJob, int] | None = None
         for group in partition.groups:
             for other in group.lanes:
@@ -292,7 +293,8 @@ class Scheduler:
                 job = conn.current if conn is not None and other is not lane else None
                 if (job is None or not getattr(job, "ranged", False) or job.status != 206
                         or job.end is None or job.gen != job.file.gen or job.file.size is None
-                        or lane.replica >= len(job.file.replicas)):
+                        or lane.replica >= len(job.file.replicas)
+                        or (multi and other.replica == lane.replica)):  # (the same path: no faster)
                     continue
                 elapsed = now - max(job.t_sent, other.last_done)  # (pipelined: from the answer before)
                 got = job.pos - job.first
@@ -309,7 +311,7 @@ class Scheduler:
                 else:  # the same path: the idle lanes split the remainder evenly with the victim
                     keep = int((left * share + v * o) / (share + 1))
                 gain = left / v - keep / v
-                if left - keep < opts.steal_min or gain < max(opts.steal_gain_rtts * o, opts.steal_gain_min):
+                if left - keep < least or gain < max(opts.steal_gain_rtts * o, opts.steal_gain_min):
                     continue
                 if best is None or gain > best[0]:
                     best = (gain, job, keep)

@@ -47,9 +47,9 @@ class Entry:
 
 
 def auto_choice(req: Request) -> str:
-    """``auto``: MDTP for one or two files with replicas; else the decision tree when a model
-    file exists (it falls back to ProMC when the model knows nothing close); else ProMC."""
-    if req.replicas > 1 and req.files <= 2:
+    """``auto``: MDTP with replicas; else the decision tree when a model file exists (it falls
+    back to ProMC when the model knows nothing close); else ProMC."""
+    if req.replicas > 1:
         return "mdtp"
     if Path(req.model or default_model_path()).expanduser().exists():
         return "dtree"
@@ -102,7 +102,7 @@ def _ditacchio(sla: str) -> Callable[[Request], Tuner]:
 
 
 ENTRIES: tuple[Entry, ...] = (
-    Entry("auto", "ProMC; MDTP for one or two files with replicas; the decision tree when a model "
+    Entry("auto", "ProMC; MDTP with replicas; the decision tree when a model "
                   "built by `dtune model build` knows this kind of transfer; then the online search "
                   "sizes the connections while the transfer runs", _auto, online=True),
     Entry("promc", "size partitions, Algorithm 1 per partition, groups shared by δ-weighted bytes and "

@@ -246,6 +246,28 @@ def test_no_cut_when_the_tail_is_below_the_least_worth_a_request():
     assert sched.next(fast, now=1.0) is None
 
 
+def test_across_replicas_a_cut_takes_at_least_steal_min_replicas():
+    """A cut drops the victim's connection and what is on its way to it: across replicas it must
+    take at least ``steal_min_replicas`` (the one-source ``steal_min`` is not enough)."""
+    rates = {0: 8 * MIB, 1: 256 * KIB}
+    for least, cut in ((2 * MIB, False), (256 * KIB, True)):
+        sched, f, fast, slow = endgame(rates)
+        sched.options = replace(OPTS, steal_min_replicas=least)
+        receiving(f, slow, 0, 4 * MIB, 3 * MIB, sent_at=0.0)   # 1 MiB left: worth a cut of ~1 MiB
+        assert isinstance(sched.next(fast, now=1.0), Cut) is cut, least
+
+
+def test_across_replicas_a_lane_never_cuts_a_victim_on_its_own_replica():
+    f = file_state(0, 4 * MIB, mirrors=1)
+    sched, part = setup(Params(1, 3, 2).spread([2, 1]), [f], policy=Policy({0: 8 * MIB, 1: 8 * MIB}))
+    thief, victim_lane = [lane for lane in lanes(part) if lane.replica == 0]
+    f.status, f.group, f.unassigned = "active", part.groups[0], RangeSet()
+    part.queue.clear()
+    thief.conn = Conn()
+    receiving(f, victim_lane, 0, 4 * MIB, 256 * KIB, sent_at=0.0)  # far below its replica's rate
+    assert sched.next(thief, now=1.0) is None      # the same path is no faster for the thief
+
+
 def one_source_endgame(options: EngineOptions = OPTS, rtt: float = 0.04):
     f = file_state(0, 4 * MIB)
     sched, part = setup(Params(1, 2, 1), [f], options=options)

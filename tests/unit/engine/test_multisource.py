@@ -118,6 +118,22 @@ def test_mdtp_starts_enough_connections_for_each_replicas_window():
     assert tuner.policy_.size(2, 1 << 30, 0.0) == int(2 * 0.7 * buf)
 
 
+def test_mdtp_fetches_a_dataset_with_four_groups_and_a_second_request_in_flight():
+    """More files than ``dataset_files``: every replica gets connections in four groups and pp 2
+    (the next whole file is asked while one arrives); one or two files keep pp 1."""
+    from dtune.netfacts import NetworkFacts
+    from dtune.tuners.mdtp import MdtpTuner
+    from dtune.tuners.registry import Request, auto_choice
+
+    facts = NetworkFacts(rtt=0.02, bandwidth=125e6, tcp_buffer=512 * KIB, how={},
+                         replica_origins=["a", "b"], replica_rtt=[0.020, 0.040])
+    dataset = MdtpTuner().plan([4 * MIB] * 120, facts).params["all"]
+    one = MdtpTuner().plan([1 << 30], facts).params["all"]
+    assert (dataset.cc, dataset.pp, dataset.lanes_per_replica()) == (4, 2, (3, 3))
+    assert (one.cc, one.pp) == (1, 1)
+    assert auto_choice(Request(replicas=4, files=120)) == "mdtp"   # whole datasets too (§3.9)
+
+
 def test_share_is_speed_relative_to_the_fastest_replica():
     sizer = MdtpSizer(SMALL_K)
     assert sizer.share(0) == 0.0                      # not measured yet: only its probe

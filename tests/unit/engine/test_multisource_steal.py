@@ -34,11 +34,12 @@ KIB, MIB = 1024, 1024 * 1024
 FAST_RATE, SLOW_RATE = 8 * MIB, 512 * KIB
 PROBE = 1 * MIB
 STEAL_K = MdtpConstants(probe=PROBE, large_min=1 * MIB, large_max=2 * MIB, min_range=64 * KIB)
-# min_range 64 KiB: an engine that bounds steals by the default (a tail of at least 1 MiB, twice
-# that left) would hardly ever cut a range of a 4 MiB file
+# min_range 64 KiB and cuts of 128 KiB: an engine that bounds steals by the defaults (a tail of
+# at least 1 MiB, twice that left; a cut of 2 MiB across replicas) would hardly ever cut a range
+# of a 4 MiB file
 OPTIONS = EngineOptions(connect_timeout=2.0, stall_timeout=2.0, retries=3, backoff_base=0.02,
                         backoff_max=0.2, journal_every=64 * KIB, replica_pause=0.5,
-                        min_range=64 * KIB)
+                        min_range=64 * KIB, steal_min_replicas=128 * KIB)
 DATA = random.Random(11).randbytes(4 * MIB + 12345)
 FAST, SLOW = 0, 1   # replica numbers: the spec's url is replica 0, its mirror replica 1
 
