@@ -309,7 +309,7 @@ class MdtpTuner(Tuner):
                                                                      / window)))
                      for r in range(replicas)]
         if len(sizes) > k.dataset_files:
-            # a dataset: whole files go to replicas (docs/algorithms.md §3.9). pp 2 hides the
+            # a dataset over replicas (docs/algorithms.md §3.9). pp 2 hides the
             # round trip between one file and the next, more groups give each replica more
             # connections from the start
             # (120 files of 0.5-8 MB on replicas4: cc 2, pp 1 6.57 s; cc 2, pp 2 6.35 s;
