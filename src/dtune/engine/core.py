@@ -56,6 +56,7 @@ from dtune.engine.outcomes import (
     Retry,
     Settle,
     SizeLearned,
+    WrongReplica,
     after_change,
     after_failure,
 )
@@ -403,6 +404,9 @@ class Engine:
             self._restart_file(job.file, what.reason)
         elif isinstance(what, Redirected):
             self._redirect(job, what.location)
+        elif isinstance(what, WrongReplica):
+            job.file.refused.add(job.replica)
+            self._emit("warning", file=job.file.relpath, replica=job.replica, reason=what.reason)
 
     def _job_done(self, job: RangeJob) -> None:
         f = job.file

@@ -51,6 +51,7 @@ class FileState:
         self.relpath = spec.relpath
         self.url = spec.url                 # the primary URL (recorded in the journal)
         self.replicas = [Replica(u) for u in (spec.url, *spec.mirrors)]  # index = replica number
+        self.refused: set[int] = set()      # mirrors that serve another size of this file
         self.size = spec.size
         self.sha256 = spec.sha256.lower() if spec.sha256 else None
         self.final_path = str(final_path)
@@ -81,6 +82,10 @@ class FileState:
         # a file fetched in one request has no journal (and no preallocation): if the
         # transfer dies, all of it was in flight anyway; the engine sets this per size
         self.journaled = True
+
+    def serves(self, replica: int) -> bool:
+        """May a lane of ``replica`` fetch this file (it has that URL, and its size was right)?"""
+        return replica < len(self.replicas) and replica not in self.refused
 
     # ---- planning ----------------------------------------------------------
     def plan(self) -> None:

@@ -9,6 +9,8 @@ response reveals as they arrive, and how the request ended:
     RangeIgnored         single stream: the server ignores Range, whole-file GETs only
     FileChanged(why)     RestartFile (every byte forgotten), or FailFile after max_restarts
     Redirected(url)      the replica's URL moves there, or FailFile after max_redirects
+    WrongReplica(why)    a mirror serves another size: never used for this file again, its
+                         request goes back without penalty (warning)
     Finished             done: journal, commit when every byte is on disk
     Failed(error)        ``after_failure``, first match wins:
         the file no longer wants these bytes .................. Settle
@@ -62,6 +64,12 @@ class Redirected:
 
 
 @dataclass(slots=True)
+class WrongReplica:
+    """A mirror answers with another size than the file's: it serves something else."""
+    reason: str
+
+
+@dataclass(slots=True)
 class Finished:
     pass
 
@@ -71,7 +79,7 @@ class Failed:
     error: Exception
 
 
-Report = SizeLearned | RangeIgnored | FileChanged | Redirected | Finished | Failed
+Report = SizeLearned | RangeIgnored | FileChanged | Redirected | WrongReplica | Finished | Failed
 
 
 # ---- actions: what the engine does -------------------------------------------------------------

@@ -26,6 +26,7 @@ from dtune.engine.outcomes import (
     Redirected,
     Report,
     SizeLearned,
+    WrongReplica,
     status_error,
 )
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
@@ -167,8 +168,7 @@ class RangeJob:
         start, end, total = parse_content_range(cr)
         if f.size is not None and total is not None and total != f.size:
             # (checked first: a shrunk file also answers a range across its new end short)
-            raise HTTPError(f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}",
-                            retryable=False)
+            self._wrong_size(total, f"{f.relpath}: size changed: expected {f.size} bytes, server says {total}")
         want_end = self.end if f.size is not None else min(self.end or 0, total or 0)
         if start != self.start or end != want_end or total is None:
             raise ProtocolError(f"{self.describe()}: server sent Content-Range {cr!r} "
@@ -190,8 +190,7 @@ class RangeJob:
             raise ProtocolError(f"{f.relpath}: bad Content-Length {length[:40]!r}")
         size = int(length) if length is not None else None
         if f.size is not None and size is not None and size != f.size:
-            raise HTTPError(f"{f.relpath}: size mismatch: expected {f.size} bytes, "
-                            f"server sends {size}", retryable=False)
+            self._wrong_size(size, f"{f.relpath}: size mismatch: expected {f.size} bytes, server sends {size}")
         if self.ranged or f.single_stream:
             # The server ignored our Range header: this response carries the whole file.
             if f.full_job is not None and f.full_job is not self:
@@ -205,6 +204,17 @@ class RangeJob:
         self.ranged = False
         self._open()
         return True
+
+    def _wrong_size(self, theirs: int, reason: str) -> None:
+        """An answer says the file has another size. From a mirror: that mirror serves something
+        else, and this file never uses it again (the request goes back, no penalty). From the
+        primary, whose size the file has: the file changed, which fails it."""
+        if self.replica != 0:
+            self.report(self, WrongReplica(f"{self.file.relpath}: mirror {self.url} serves {theirs} bytes, "
+                                           f"not {self.file.size}: not used for this file"))
+            self.redirected = True  # (given back without penalty)
+            raise ProtocolError(f"{self.file.relpath}: wrong size from mirror {self.url}")
+        raise HTTPError(reason, retryable=False)
 
     def _open(self) -> None:
         f = self.file

@@ -166,7 +166,7 @@ class Scheduler:
         if self.paused.get(replica, 0.0) > now:
             return None
         for f in group.files:
-            if f.not_before > now or not f.has_work() or replica >= len(f.replicas):
+            if f.not_before > now or not f.has_work() or not f.serves(replica):
                 continue
             if (lane.id in f.lanes or len(f.lanes) < p) and self.admits(lane, f, now):
                 if self.ranges_full(f, lane):
@@ -270,7 +270,7 @@ class Scheduler:
             if group is lane.group:
                 continue
             for f in group.files:
-                if f.not_before <= now and f.has_work() and lane.replica < len(f.replicas) \
+                if f.not_before <= now and f.has_work() and f.serves(lane.replica) \
                         and not self.ranges_full(f, lane) and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
@@ -293,7 +293,7 @@ class Scheduler:
                 job = conn.current if conn is not None and other is not lane else None
                 if (job is None or not getattr(job, "ranged", False) or job.status != 206
                         or job.end is None or job.gen != job.file.gen or job.file.size is None
-                        or lane.replica >= len(job.file.replicas)
+                        or not job.file.serves(lane.replica)
                         or (multi and other.replica == lane.replica)):  # (the same path: no faster)
                     continue
                 elapsed = now - max(job.t_sent, other.last_done)  # (pipelined: from the answer before)

@@ -88,7 +88,7 @@ class Partition:
             f = queue.popleft()
             if f.status not in ("queued", "active") or f.group is not None:
                 continue  # finished, failed, or already taken back by a group
-            if f.not_before > now or not f.has_work() or replica >= len(f.replicas):
+            if f.not_before > now or not f.has_work() or not f.serves(replica):
                 queue.append(f)
                 continue
             return f

@@ -286,3 +286,22 @@ def test_static_chunks_never_steal(tmp_path: Path):
     assert _written(result) == len(DATA)
     spans = [span for s in servers for span in _served(s)]
     assert not spans_overlap(spans) and sum(e - b for b, e in spans) == len(DATA)
+
+
+def test_a_mirror_that_serves_another_size_is_dropped_for_that_file_with_a_warning(tmp_path: Path):
+    """Its first answer says the file has another size: that mirror is never asked for the file
+    again, its range goes to the primary, and the file is exact; a warning names the mirror."""
+    net = MemoryNetwork()
+    servers = [FakeServer({"/f.bin": DATA}, rate=FAST_RATE, network=net).start(),
+               FakeServer({"/f.bin": DATA[:-1000]}, rate=FAST_RATE, network=net).start()]
+    try:
+        result, out, events = _run(servers, tmp_path, MdtpSizer(STEAL_K))
+    finally:
+        for s in servers:
+            s.stop()
+    assert result.ok, result.failed
+    assert (out / "f.bin").read_bytes() == DATA
+    warnings = [e for e in events if e["event"] == "warning"]
+    assert len(warnings) == 1 and warnings[0]["replica"] == SLOW, warnings
+    assert servers[1].url("/f.bin") in warnings[0]["reason"] and "not used for this file" in warnings[0]["reason"]
+    assert len(servers[1].gets("/f.bin")) == 1   # asked once; never again after that answer
