@@ -257,7 +257,7 @@ class Engine:
             # (with several replicas each range is sized to end with its round: a retiring lane
             # drains it, rather than drop a connection and what is on its way to it)
             for lane in shape.retired:
-                self._stop_receiving(lane)
+                self._stop_receiving(lane, least=self.options.retire_cut_min)
         for lane in shape.wake:
             lane.wake.set()
 
@@ -266,13 +266,14 @@ class Engine:
         for lane in self.scheduler.backlogged(list(self.lanes()), self.now(), seconds_left):
             self._stop_receiving(lane, "its backlog would outlast the transfer")
 
-    def _stop_receiving(self, lane: Lane, why: str = "its lane retires") -> None:
+    def _stop_receiving(self, lane: Lane, why: str = "its lane retires", least: int = 0) -> None:
         """A lane gives the unreceived rest of the range it reads back to its file and drops its
-        connection; the requests pipelined behind go back without penalty (``retire_cut``, backlogs)."""
+        connection; the requests pipelined behind go back without penalty (``retire_cut``, backlogs).
+        A range with less than ``least`` bytes to go is left to finish."""
         conn = lane.conn
         job = conn.current if conn is not None else None
         if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206 or job.end is None
-                or job.gen != job.file.gen):
+                or job.gen != job.file.gen or job.end - job.pos < least):
             return
         f = job.file
         give_back(f, job, job.pos)           # [pos, end) is unassigned again …

@@ -162,9 +162,9 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
     shed: list[str] = []
     original = Engine._stop_receiving
 
-    def spy(self: Engine, lane, why: str = "its lane retires") -> None:
+    def spy(self: Engine, lane, why: str = "its lane retires", **kw) -> None:
         shed.append(why)
-        original(self, lane, why)
+        original(self, lane, why, **kw)
     monkeypatch.setattr(Engine, "_stop_receiving", spy)
     with FakeServer({"/big.bin": data}, rate=2 * MIB, network=MemoryNetwork()) as server:
         run = fetch(server, tmp_path, [spec(server, "/big.bin")], Params(1, 1, 4), options=options,
@@ -172,6 +172,27 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
         assert run.result.ok, run.result.failed
         assert_exact(run, server, "/big.bin")
     assert any("backlog" in why for why in shed), shed
+
+
+@pytest.mark.parametrize("least", [0, 64 * MIB])
+def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go(
+        tmp_path: Path, least: int) -> None:
+    """``retire_cut`` drops a retiring lane's connection mid-range, and with it what was on its
+    way; a range with less than ``retire_cut_min`` to go finishes instead, each byte sent once."""
+    data = blob(24 * MIB)
+    options = replace(FAST, retire_cut=True, retire_cut_min=least, min_range=4 * MIB,
+                      max_range=4 * MIB, stall_timeout=5.0)
+
+    async def shrink(engine: Engine) -> None:
+        await wait_for_bytes(engine, 2 * MIB)
+        engine.apply(Params(1, 1, 1), reason="test: three lanes retire")
+    with FakeServer({"/big.bin": data}, rate=4 * MIB, network=MemoryNetwork()) as server:
+        run = fetch(server, tmp_path, [spec(server, "/big.bin")], Params(1, 4, 1), options=options,
+                    during=shrink)
+        assert run.result.ok, run.result.failed
+        assert_exact(run, server, "/big.bin")
+        cut = [r for r in server.gets("/big.bin") if r.span and r.sent < r.span[1] - r.span[0]]
+    assert bool(cut) is (least == 0), cut
 
 
 def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again_when_a_request_fails(
