@@ -269,11 +269,15 @@ class Engine:
     def _stop_receiving(self, lane: Lane, why: str = "its lane retires", least: int = 0) -> None:
         """A lane gives the unreceived rest of the range it reads back to its file and drops its
         connection; the requests pipelined behind go back without penalty (``retire_cut``, backlogs).
-        A range with less than ``least`` bytes to go is left to finish."""
+        A connection with less than ``least`` bytes to go, the range it reads and those pipelined
+        behind it, is left to finish."""
         conn = lane.conn
         job = conn.current if conn is not None else None
         if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206 or job.end is None
-                or job.gen != job.file.gen or job.end - job.pos < least):
+                or job.gen != job.file.gen):
+            return
+        if least and sum(q.end - q.pos for q in conn.queued
+                         if isinstance(q, RangeJob) and q.end is not None) < least:
             return
         f = job.file
         give_back(f, job, job.pos)           # [pos, end) is unassigned again …

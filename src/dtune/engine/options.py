@@ -86,10 +86,11 @@ class EngineOptions:
                                       # and drops its connection (the bytes already on their way, at most
                                       # a window, are asked again); off: it drains what it holds, which
                                       # can take seconds — too long for a search that judges each step
-    retire_cut_min: int = 2 * MIB     # … but a range with less than this to go is left to finish: the
-                                      # cut would throw away what is on its way (window, server buffer,
-                                      # queue), about what the range still needs (srv1 of replicas4
-                                      # alone, 120 files of 0.5-8 MB: 1.125x the dataset sent)
+    retire_cut_min: int = 2 * MIB     # … but a connection with less than this to go (the range it reads
+                                      # and those pipelined behind) is left to finish: a cut throws
+                                      # away what is on its way (window, server buffer, queue), about
+                                      # what it still needs (srv1 of replicas4 alone, 120 files of
+                                      # 0.5-8 MB: 1.125x the dataset sent)
     # ---- housekeeping ----
     tick: float = 1.0                 # seconds between accounting ticks (rates, progress, stall checks, syncs)
     control_tick: float = 0.1         # seconds between tuner updates: a step of the online search is
