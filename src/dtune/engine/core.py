@@ -62,7 +62,7 @@ from dtune.engine.outcomes import (
 )
 from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
-from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release
+from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
 from dtune.engine.ticker import run_ticker
 from dtune.errors import DiskError, HTTPError, RangeCut
@@ -276,8 +276,7 @@ class Engine:
         if (not isinstance(job, RangeJob) or not job.ranged or job.status != 206 or job.end is None
                 or job.gen != job.file.gen):
             return
-        if least and sum(q.end - q.pos for q in conn.queued
-                         if isinstance(q, RangeJob) and q.end is not None) < least:
+        if least and to_receive(lane) < least:
             return
         f = job.file
         give_back(f, job, job.pos)           # [pos, end) is unassigned again …

@@ -118,6 +118,14 @@ def give_back(f: FileState, job: RangeJob, start: int) -> None:
         f.done_zero = False
 
 
+def to_receive(lane: Lane) -> int:
+    """Bytes the requests on ``lane``'s connection still have to bring (known ends only)."""
+    conn = lane.conn
+    if conn is None:
+        return 0
+    return sum(q.end - q.pos for q in conn.queued if getattr(q, "end", None) is not None)
+
+
 class Scheduler:
     """Hands out work to lanes (see the module docstring).
 
