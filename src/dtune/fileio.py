@@ -114,6 +114,27 @@ def start_writeback(fd: int) -> bool:
     return call(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), SYNC_FILE_RANGE_WRITE) == 0
 
 
+def lock_directory(path: str) -> int | None:
+    """Hold an exclusive ``flock`` on the directory ``path`` (no file is created in it).
+
+    Returns the descriptor that holds it (close it to let go), None where the
+    file system cannot lock (some network file systems). Raises DiskError when
+    another process holds it: another ``dtune get`` is writing there.
+    """
+    import fcntl
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DiskError(f"output directory {path} is in use by another dtune get: wait for it to "
+                        f"finish, or give another -o") from None
+    except OSError:  # ENOLCK, EOPNOTSUPP: no locks here
+        os.close(fd)
+        return None
+    return fd
+
+
 def raise_open_file_limit(want: int | None = None) -> None:
     """Lift the soft RLIMIT_NOFILE to ``want`` descriptors (default: the hard limit), never lower it.
 

@@ -22,6 +22,7 @@ from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
 from dtune.engine.result import FileResult, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
+from dtune.fileio import lock_directory
 from dtune.http.client import Fetcher
 from dtune.http.message import split_url
 from dtune.netfacts import NetworkFacts
@@ -199,15 +200,34 @@ def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[l
 async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
                    on_progress: Callable[[Snapshot], None] | None = None,
                    on_engine: Callable[[Engine], None] | None = None) -> TransferResult:
-    """Discover ``plan.sources``, fetch them into ``plan.outdir`` and verify every file."""
+    """Discover ``plan.sources``, fetch them into ``plan.outdir`` and verify every file.
+
+    The output directory is locked for the whole transfer (``fileio.lock_directory``): a second
+    transfer into it is refused with DiskError before anything is fetched.
+    """
     def emit(event: dict) -> None:
         if on_event is not None:
             on_event(event)
 
     try:
         os.makedirs(plan.outdir, exist_ok=True)
+        lock = lock_directory(plan.outdir)  # two transfers into one directory would mix their part files
     except OSError as exc:
         raise DiskError(f"output directory {plan.outdir}: {exc.strerror or exc}") from None
+    if lock is None:
+        emit({"event": "warning", "reason": f"output directory {plan.outdir}: cannot be locked "
+                                             f"here; do not run two transfers into it at once"})
+    try:
+        return await _transfer(plan, emit, on_event, on_progress, on_engine)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: EventSink | None,
+                    on_progress: Callable[[Snapshot], None] | None,
+                    on_engine: Callable[[Engine], None] | None) -> TransferResult:
+    """``transfer`` once its output directory is there and locked."""
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout)
     try:
         dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors)

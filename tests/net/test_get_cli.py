@@ -191,6 +191,30 @@ def test_an_unreachable_source_exits_1_with_one_line(tmp_path: Path, env: dict[s
     assert len(lines) == 1 and lines[0].startswith("dtune: ") and "x.bin" in lines[0]
 
 
+def test_a_second_get_into_a_directory_in_use_is_refused_before_it_fetches_anything(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """Two transfers into one directory would mix their part files and journals: while one holds
+    the directory, another is refused at once, names it, and asks nobody for anything; the
+    directory is free again when the first lets go (no lock file is left in it)."""
+    import fcntl
+    import os
+    out = tmp_path / "out"
+    out.mkdir()
+    with FakeServer({"/a.txt": b"payload\n"}) as fake:
+        holder = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # what a running dtune get holds
+        try:
+            fcntl.flock(holder, fcntl.LOCK_EX)
+            done = run_dtune(env, "get", fake.url("/a.txt"), "-o", str(out))
+            asked = len(fake.requests)
+        finally:
+            os.close(holder)
+        again = run_dtune(env, "get", fake.url("/a.txt"), "-o", str(out))
+    assert done.code == 1 and asked == 0
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(out) in lines[0] and "in use by another dtune get" in lines[0]
+    assert again.code == 0 and sorted(p.name for p in out.iterdir()) == ["a.txt"]
+
+
 # -- exit 2 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [
