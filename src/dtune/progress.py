@@ -26,14 +26,40 @@ def human_bytes(n: float) -> str:
 
 
 class JsonReporter:
-    """One JSON object per line on stdout."""
+    """One JSON object per line on stdout.
+
+    When the reader goes away (``dtune get --json | head``) or stdout fails, the
+    events stop, one line on stderr says so, and the transfer goes on to its end
+    and its own exit status: the events describe the transfer, they are not its data.
+    """
 
     def __init__(self, out: TextIO = sys.stdout) -> None:
         self.out = out
+        self.closed = False
 
     def event(self, event: dict) -> None:
-        self.out.write(json.dumps(event, default=str) + "\n")
-        self.out.flush()
+        if self.closed:
+            return
+        try:
+            self.out.write(json.dumps(event, default=str) + "\n")
+            self.out.flush()
+        except (OSError, ValueError) as exc:  # EPIPE, a full disk; ValueError: a closed file
+            self.closed = True
+            why = "was closed" if isinstance(exc, (BrokenPipeError, ValueError)) else f"failed ({exc})"
+            print(f"dtune: stdout {why}: the --json events stop here; the transfer goes on",
+                  file=sys.stderr)
+            self._silence()
+
+    def _silence(self) -> None:
+        """Point stdout at /dev/null, so that nothing buffered fails again at exit."""
+        import os
+        try:
+            fd = self.out.fileno()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, fd)
+            os.close(null)
+        except (OSError, ValueError):
+            pass
 
     def progress(self, snap: Snapshot) -> None:
         self.event({"event": "progress", "t": round(snap.elapsed, 3), "bytes": snap.bytes,

@@ -215,6 +215,27 @@ def test_a_second_get_into_a_directory_in_use_is_refused_before_it_fetches_anyth
     assert again.code == 0 and sorted(p.name for p in out.iterdir()) == ["a.txt"]
 
 
+def test_json_into_a_reader_that_goes_away_still_fetches_everything_and_exits_0(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    """``dtune get --json | head -1``: the events stop with one line on stderr, the transfer
+    goes on to its end, and its exit status is its own."""
+    files = {f"/d/f{i}.bin": RNG.randbytes(256 * 1024) for i in range(4)}
+    out = tmp_path / "out"
+    with FakeServer(files, rate=512 * 1024) as fake:       # about two seconds: the reader leaves first
+        proc = subprocess.Popen([sys.executable, "-m", "dtune", "get", fake.url("/d/"), "-o", str(out),
+                                 "--json", "--no-history"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        proc.stdout.close()                                 # what head does after its line
+        code = proc.wait(timeout=60)
+        stderr = proc.stderr.read().decode()
+    assert json.loads(first)["event"]
+    assert code == 0, stderr
+    assert "stdout was closed" in stderr and "Traceback" not in stderr and "Exception" not in stderr
+    assert read_tree(out) == {p.removeprefix("/d/"): data for p, data in files.items()}
+
+
 # -- exit 2 ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [
