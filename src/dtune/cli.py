@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 
 from dtune import __version__
-from dtune.errors import DtuneError, UsageError
+from dtune.errors import DtuneError, Stopped, UsageError
 from dtune.fileio import raise_open_file_limit
 
 # The sub-commands, in the order `dtune --help` lists them, and the module that adds each.
@@ -118,6 +118,9 @@ def main(argv: list[str] | None = None, *, on_parsed: Callable[[], None] | None 
     except KeyboardInterrupt:
         print("dtune: interrupted", file=sys.stderr)
         return 130
+    except Stopped as exc:  # SIGTERM, SIGHUP: as Ctrl-C, with the shell's 128 + signal number
+        print(f"dtune: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except BrokenPipeError:
         return 1
     except Exception as exc:  # a bug: still one line, the traceback only on request

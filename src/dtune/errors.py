@@ -48,3 +48,14 @@ class RangeCut(HTTPError):
 
 class DiskError(DtuneError):
     """Writing the output failed (no space, read-only, I/O error)."""
+
+
+class Stopped(Exception):
+    """A stop signal (SIGTERM, SIGHUP) ended the run the way Ctrl-C does: work in flight was
+    journalled. Not a DtuneError: like KeyboardInterrupt it is how the run ended, not a failure."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        super().__init__(f"stopped by {self.name}")

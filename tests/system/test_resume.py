@@ -210,17 +210,22 @@ def test_sigkill_mid_file_then_rerun_fetches_only_unjournalled_bytes_and_at_most
     assert refetched <= in_flight_bytes
 
 
-def test_sigint_exits_130_journals_every_written_byte_and_the_rerun_resumes(
-        slow: Slow, spawn, tmp_path: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize(("signum", "code", "says"), [
+    (signal.SIGINT, 130, "interrupted"),
+    (signal.SIGTERM, 143, "stopped by SIGTERM"),
+    (signal.SIGHUP, 129, "stopped by SIGHUP"),
+], ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_signal_journals_every_written_byte_and_the_rerun_resumes(
+        slow: Slow, spawn, tmp_path: Path, env: dict[str, str], signum: int, code: int, says: str) -> None:
     out = tmp_path / "out"
     final = out / "mid.bin"
     source = slow.files["mid.bin"]
     proc = spawn(get_cmd(slow.url("mid.bin"), out))
     wait_for_journal(proc, final, 8 * MIB)
-    proc.send_signal(signal.SIGINT)
-    assert proc.wait(15) == 130
+    proc.send_signal(signum)
+    assert proc.wait(15) == code
     stderr = (tmp_path / "stderr0").read_text()
-    assert "Traceback" not in stderr and "interrupted" in stderr
+    assert "Traceback" not in stderr and says in stderr
     journal = journal_of(final)
     part = final.with_name(final.name + PART_SUFFIX)
     assert 0 < journal.total() < MID and not final.exists()

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import signal
 import sys
 import threading
 
@@ -136,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
             threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
     clock = Clock()
     try:
-        result = run_async(transfer(plan, on_event=reporter.event, on_progress=reporter.progress))
+        # SIGTERM and SIGHUP stop it as Ctrl-C does: what was written is journalled for the rerun
+        result = run_async(transfer(plan, on_event=reporter.event, on_progress=reporter.progress),
+                           stop_signals=(signal.SIGTERM, signal.SIGHUP))
     finally:
         if isinstance(reporter, ConsoleReporter):
             reporter.close()

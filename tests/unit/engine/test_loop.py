@@ -37,3 +37,25 @@ def test_the_main_task_never_holds_the_result_whose_repr_the_runner_would_format
 
     assert isinstance(run_async(main()), Large)
     assert reprs == []
+
+
+def test_a_stop_signal_cancels_the_run_lets_every_finally_run_and_raises_stopped() -> None:
+    import os
+    import signal
+
+    from dtune.errors import Stopped
+    cleaned = []
+
+    async def long_work() -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)     # as `kill PID` would
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0)                   # a finally may still await (the engine's does)
+            cleaned.append(True)
+
+    with pytest.raises(Stopped) as info:
+        run_async(long_work(), stop_signals=(signal.SIGTERM,))
+    assert info.value.signum == signal.SIGTERM and str(info.value) == "stopped by SIGTERM"
+    assert cleaned == [True]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler went with the loop
