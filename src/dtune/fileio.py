@@ -46,7 +46,10 @@ def write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     done = 0
     while done < len(view):
-        done += os.pwrite(fd, view[done:], offset + done)
+        n = os.pwrite(fd, view[done:], offset + done)
+        if n <= 0:  # nothing written and no error: the file system has no room left
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        done += n
 
 
 def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:

@@ -352,6 +352,17 @@ def test_short_writes_are_completed_and_the_files_are_exact(
     assert_exact(run, server, *server.files)
 
 
+def test_a_write_that_writes_nothing_is_an_error_not_a_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from dtune.fileio import write_all
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, offset: 0)
+    with open(tmp_path / "f", "wb") as f, pytest.raises(OSError) as info:
+        write_all(f.fileno(), b"abc", 0)
+    assert info.value.errno == errno.ENOSPC
+
+
 ONE_RETRY = replace(FAST, retries=1)
 
 
