@@ -57,6 +57,4 @@ def run_async(coro: Coroutine[Any, Any, T], *, stop_signals: tuple[int, ...] = (
         if caught:
             raise Stopped(caught[0]) from None
         raise
-    if caught and not box:
-        raise Stopped(caught[0])
     return box[0]

@@ -6,6 +6,7 @@ Only this module draws; it reads ``Snapshot``s and engine events.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, TextIO
@@ -52,7 +53,6 @@ class JsonReporter:
 
     def _silence(self) -> None:
         """Point stdout at /dev/null, so that nothing buffered fails again at exit."""
-        import os
         try:
             fd = self.out.fileno()
             null = os.open(os.devnull, os.O_WRONLY)

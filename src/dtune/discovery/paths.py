@@ -112,6 +112,7 @@ class Inside:
 
     def __init__(self, outdir: str | os.PathLike[str]) -> None:
         self.root = os.path.realpath(outdir)
+        self._prefix = self.root.rstrip(os.sep) + os.sep   # what every real path inside starts with
         self._dirs: dict[str, str] = {"": self.root}  # directory under the root → its real path
 
     def __call__(self, relpath: str) -> Path:
@@ -123,10 +124,9 @@ class Inside:
         real = os.path.join(real_dir, leaf)
         if os.path.islink(real):
             real = self._real(real, relpath)
-        root = self.root
-        if not real.startswith(root.rstrip(os.sep) + os.sep) or real == root:
-            raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {real!r}, outside {root!r}")
-        return Path(root, *clean.split("/"))
+        if real == self.root or not real.startswith(self._prefix):  # (the root itself: for "/")
+            raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {real!r}, outside {self.root!r}")
+        return Path(self.root, *clean.split("/"))
 
     def _real(self, path: str, relpath: str) -> str:
         """``realpath(path)``; a symlink loop (which realpath leaves unresolved) is refused."""
