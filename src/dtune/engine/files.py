@@ -23,16 +23,17 @@ from dtune.engine.ranges import RangeSet
 from dtune.errors import DtuneError, HTTPError
 from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
+from dtune.http.validators import Validators
 
 
 class Replica:
     """One URL of a file: the primary (replica 0) or a mirror."""
 
-    __slots__ = ("url", "origin", "target", "etag")
+    __slots__ = ("url", "origin", "target", "validators")
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.etag: str | None = None  # the validator its first answer carried
+        self.validators: Validators | None = None  # what its first answer carried (ETag, Last-Modified)
         self.origin: Origin
         self.origin, self.target = split_url(url)
 
@@ -71,8 +72,8 @@ class FileState:
         self.single_stream = False          # server ignores Range: whole-file GETs only
         self.full_job = None                # the whole-file response currently streaming
         self.probing = False                # a first request is learning the size
-        self.etag: str | None = None
-        self.journal_etag: str | None = None
+        self.validators: Validators | None = None          # the primary's: recorded in the journal
+        self.journal_validators: Validators | None = None  # a resumed file's, from its journal
         self.fd = -1
         self.journal: Journal | None = None
         self.resumed = 0
@@ -133,10 +134,10 @@ class FileState:
 
     def forget(self) -> None:
         """The file changed on the server: forget every byte and validator, start over."""
-        self.journal_etag = None
-        self.etag = None
+        self.journal_validators = None
+        self.validators = None
         for rep in self.replicas:
-            rep.etag = None
+            rep.validators = None
         self.gen += 1
         self.close_files()
         self.done = RangeSet()
@@ -189,7 +190,7 @@ class FileState:
                         done.add(s, min(e, part_size, self.size))
                 self.done = done
                 self.resumed = done.total()
-                self.journal_etag = state.header.get("etag")
+                self.journal_validators = Validators.from_header(state.header)
                 return "resume"
         return "fresh"
 
@@ -214,7 +215,8 @@ class FileState:
                         raise
                     # file systems without fallocate (e.g. some FUSE): grow as we write
             if self.size is not None and self.size > 0 and self.journaled:
-                header = {"url": self.url, "size": self.size, "sha256": self.sha256, "etag": self.etag}
+                header = {"url": self.url, "size": self.size, "sha256": self.sha256,
+                          **(self.validators or Validators()).to_header()}
                 self.journal = Journal(self.journal_path, header, fresh=fresh)
         except OSError as exc:
             self.close_files()

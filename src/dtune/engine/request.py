@@ -37,6 +37,7 @@ from dtune.http.message import (
     parse_retry_after,
     parse_unsatisfied_range,
 )
+from dtune.http.validators import Validators
 
 if TYPE_CHECKING:
     from dtune.accounting import Meter
@@ -89,8 +90,15 @@ class RangeJob:
         self.url = rep.url
         self.t_sent = 0.0
         self.cut = False          # end was moved earlier (the endgame): stop there, drop the connection
-        self.request = build_request("GET", rep.origin, rep.target,
-                                     (start, end) if ranged and end is not None else None)
+        if ranged and end is not None:
+            # a range of the version seen so far, or the whole file if the server's has changed
+            known = rep.validators if rep.validators is not None else (
+                file.journal_validators if lane.replica == 0 else None)
+            tag = known.if_range() if known is not None else None
+            self.request = build_request("GET", rep.origin, rep.target, (start, end),
+                                         {"If-Range": tag} if tag is not None else None)
+        else:
+            self.request = build_request("GET", rep.origin, rep.target, None)
 
     def describe(self) -> str:
         f = self.file
@@ -124,22 +132,10 @@ class RangeJob:
         if f.status not in ("active", "queued"):
             self.superseded = True
             raise ProtocolError(f"{f.relpath}: no longer wanted")
-        etag = headers.get("etag")
-        if etag and status in (200, 206):
-            # Every answer's validator must match the first one seen from this replica (or the
-            # journal's, for a resumed file): bytes of two versions are never stitched together.
-            rep = f.replicas[self.replica]
-            known = rep.etag if rep.etag is not None else (
-                f.journal_etag if self.replica == 0 else None)
-            if known is not None and etag != known:
-                when = "during the transfer" if rep.etag is not None else "since the last run"
-                self.report(self, FileChanged(f"{f.relpath}: changed on the server {when} "
-                                                f"(ETag {known} → {etag})"))
-                self.superseded = True
-                raise ProtocolError(f"{f.relpath}: changed on the server")
-            rep.etag = etag
-            if self.replica == 0 and f.etag is None:
-                f.etag = etag  # recorded in the journal header
+        if status == 200 or status == 206:
+            seen = Validators.of(headers)
+            if seen is not None:
+                self._check_version(seen)
         if status == 206:
             return self._accept_partial(headers)
         if status == 200:
@@ -157,6 +153,25 @@ class RangeJob:
                 return True
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
+
+    def _check_version(self, seen: Validators) -> None:
+        """Every answer's validators (ETag, else Last-Modified) must match the first ones seen from
+        this replica (or the journal's, for a resumed file): two versions are never stitched."""
+        f = self.file
+        rep = f.replicas[self.replica]
+        known = rep.validators if rep.validators is not None else (
+            f.journal_validators if self.replica == 0 else None)
+        if known is not None:
+            change = known.change(seen)
+            if change is not None:
+                when = "during the transfer" if rep.validators is not None else "since the last run"
+                self.report(self, FileChanged(f"{f.relpath}: changed on the server {when} ({change})"))
+                self.superseded = True
+                raise ProtocolError(f"{f.relpath}: changed on the server")
+        if rep.validators is None:
+            rep.validators = seen
+            if self.replica == 0 and f.validators is None:
+                f.validators = seen  # recorded in the journal header
 
     def _accept_partial(self, headers: dict[str, str]) -> bool:
         f = self.file

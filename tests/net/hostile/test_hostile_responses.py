@@ -142,6 +142,21 @@ def replaced_mid_transfer(world: World, tmp: Path) -> Setup:
     return Setup([world.hostile.url(path)], "f.bin", BIG, path, versions=(BIG, NEW_BIG))
 
 
+def replaced_dated(if_range: bool) -> Callable[[World, Path], Setup]:
+    """The 3 MiB file from a server without ETags, replaced after the first range: only its
+    Last-Modified tells. ``if_range``: the server honours If-Range, and dtune must have sent it."""
+    def build(world: World, tmp: Path) -> Setup:
+        path = f"/{tmp.name}/f.bin"
+        world.hostile.files[path] = BIG
+        seen: list[str] = []
+        world.hostile.route(path, hs.replaced_after_dated(1, NEW_BIG, if_range=if_range, seen=seen))
+
+        def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
+            assert seen, "no range request carried If-Range with the Last-Modified date"
+        return Setup([world.hostile.url(path)], "f.bin", BIG, path, check, versions=(BIG, NEW_BIG))
+    return build
+
+
 def flapping_etag(world: World, tmp: Path) -> Setup:
     """The same 3 MiB file, but every answer alternates between two ETags (no checksum)."""
     path = f"/{tmp.name}/f.bin"
@@ -254,6 +269,12 @@ CASES = [
          routed("urls", hs.interim(103, "Early Hints"))),
     Case("replaced-mid-transfer", "the 3 MiB file is replaced on the server (same size, new ETag) after the "
          "first range; size from HEAD, no checksum", "one-version", replaced_mid_transfer),
+    Case("replaced-last-modified", "the 3 MiB file is replaced (same size) after the first range on a server "
+         "without ETags: only Last-Modified changes; size from HEAD, no checksum", "one-version",
+         replaced_dated(False)),
+    Case("replaced-if-range", "the same, from a server that honours If-Range (a range of a version that is "
+         "gone gets 200 and the whole new file); dtune must send If-Range with the date", "one-version",
+         replaced_dated(True)),
     Case("flapping-etag", "the same 3 MiB file, but each answer alternates between two ETags (a load "
          "balancer over nodes with inode-based ETags); size from HEAD, no checksum", "one-version",
          flapping_etag),

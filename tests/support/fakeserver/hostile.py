@@ -262,6 +262,36 @@ def replaced_after(n: int, new: bytes) -> Behaviour:
     return behaviour
 
 
+def replaced_after_dated(n: int, new: bytes, *, if_range: bool, seen: list[str] | None = None) -> Behaviour:
+    """A server without ETags (Last-Modified only) whose file is replaced (same size) after ``n``
+    requests, its Last-Modified moving on. ``if_range``: it honours If-Range (a range of a version
+    that is gone is answered with 200 and the whole new file). ``seen`` collects every If-Range."""
+    old_date = email.utils.formatdate(time.time() - 3600, usegmt=True)
+    new_date = email.utils.formatdate(time.time() - 60, usegmt=True)
+    count = [0]
+
+    async def behaviour(ctx: Ctx) -> bool:
+        count[0] += 1
+        if count[0] > n:
+            ctx.data = new
+        assert ctx.data is not None
+        modified = new_date if count[0] > n else old_date
+        headers = {"Accept-Ranges": "bytes", "Last-Modified": modified,
+                   "Date": email.utils.formatdate(usegmt=True)}
+        cond = ctx.headers.get("if-range")
+        if cond is not None and seen is not None:
+            seen.append(cond)
+        span = ctx.span
+        start, end, code = 0, len(ctx.data), 200
+        if isinstance(span, tuple) and not (if_range and cond is not None and cond != modified):
+            (start, end), code = span, 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(ctx.data)}"
+        ctx.head(code, {**headers, "Content-Length": str(end - start)})
+        ctx.writer.write(ctx.data[start:end])
+        return True
+    return behaviour
+
+
 def flapping_etag(tags: tuple[str, ...]) -> Behaviour:
     """The same bytes, but each answer carries the next ETag of ``tags`` in turn (as behind a load
     balancer whose nodes derive ETags from inode numbers)."""

@@ -587,3 +587,20 @@ def test_a_file_changed_on_the_server_since_the_journal_is_started_over(
     assert run.result.ok, run.result.failed
     assert_exact(run, server, "/changed.bin")
     assert any("changed on the server" in e.get("reason", "") for e in run.events)
+
+
+def test_a_file_whose_last_modified_moved_since_the_journal_is_started_over(
+        server: FakeServer, tmp_path: Path) -> None:
+    # a journal from a server without ETags: only the date can tell the versions apart
+    data = server.files["/dated.bin"] = blob(600 * KIB)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ("dated.bin" + PART_SUFFIX)).write_bytes(os.urandom(len(data)))
+    import json
+    header = json.dumps({"last_modified": "Sun, 01 Jan 2023 00:00:00 GMT", "strong_date": True,
+                         "sha256": None, "size": len(data), "url": "x"})
+    (out / ("dated.bin" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {400 * KIB}\n")
+    run = fetch(server, tmp_path, [spec(server, "/dated.bin")], Params(1, 1, 1))
+    assert run.result.ok, run.result.failed
+    assert_exact(run, server, "/dated.bin")
+    assert any("Last-Modified" in e.get("reason", "") for e in run.events)

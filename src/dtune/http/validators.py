@@ -1,0 +1,103 @@
+"""A representation's validators (RFC 9110 §8.8): what tells two versions of a file apart.
+
+A file fetched in several ranges is only whole if every range came from the
+same version. Each answer's ``ETag`` and ``Last-Modified`` are compared with
+the first answer's (``Validators.change``), and every range request after
+the first answer carries ``If-Range`` with the strongest validator known
+(``Validators.if_range``), so that a server whose file changed answers with
+the whole new version instead of a range of it.
+
+Rules, from RFC 9110:
+
+* ETags are compared weakly for detecting a change (``W/"x"`` and ``"x"`` are
+  the same version): a change of either kind is a new version, and a server
+  that adds ``W/`` to some answers only (a compressing proxy) is not one.
+* ``If-Range`` takes only a strong ETag (§13.1.5). Without one it takes
+  ``Last-Modified``, but only when that date is strong: at least one second
+  before the ``Date`` of the answer that gave it (§8.8.2.2). A weak date
+  would make a careful server answer every range with the whole file.
+* When both answers have an ETag, the ETag decides; otherwise Last-Modified,
+  when both have one; otherwise nothing can be told.
+
+Pure: headers in (lower-case names), decisions out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+MAX_VALIDATOR = 256   # longer header values are not kept (a validator is a few dozen bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class Validators:
+    etag: str | None = None
+    last_modified: str | None = None
+    strong_date: bool = False   # last_modified may go in If-Range
+
+    @classmethod
+    def of(cls, headers: dict[str, str]) -> Validators | None:
+        """The validators of an answer; None when it has neither."""
+        etag = _clean(headers.get("etag"))
+        modified = _clean(headers.get("last-modified"))
+        if etag is None and modified is None:
+            return None
+        # (the date matters only without a strong ETag: parsing it is skipped otherwise)
+        strong = (modified is not None and (etag is None or etag.startswith("W/"))
+                  and _strong_date(modified, headers.get("date")))
+        return cls(etag, modified, strong)
+
+    def change(self, seen: Validators) -> str | None:
+        """How ``seen`` shows another version than ``self`` ("ETag a → b"), or None."""
+        if self.etag is not None and seen.etag is not None:
+            if _opaque(self.etag) != _opaque(seen.etag):
+                return f"ETag {self.etag} → {seen.etag}"
+            return None
+        if self.last_modified is not None and seen.last_modified is not None:
+            if self.last_modified != seen.last_modified:
+                return f"Last-Modified {self.last_modified} → {seen.last_modified}"
+        return None
+
+    def if_range(self) -> str | None:
+        """The value of ``If-Range`` for a range of this version, or None when none is safe."""
+        if self.etag is not None and not self.etag.startswith("W/"):
+            return self.etag
+        if self.last_modified is not None and self.strong_date:
+            return self.last_modified
+        return None
+
+    # ---- the journal header ----------------------------------------------------------------
+    def to_header(self) -> dict[str, object]:
+        return {"etag": self.etag, "last_modified": self.last_modified, "strong_date": self.strong_date}
+
+    @classmethod
+    def from_header(cls, header: dict) -> Validators | None:
+        """Back from a journal header (a file on disk: anything may be in it)."""
+        etag = _clean(header.get("etag"))
+        modified = _clean(header.get("last_modified"))
+        if etag is None and modified is None:
+            return None
+        return cls(etag, modified, header.get("strong_date") is True and modified is not None)
+
+
+def _clean(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if not value or len(value) > MAX_VALIDATOR or any(c in value for c in "\r\n\x00"):
+        return None
+    return value
+
+
+def _opaque(etag: str) -> str:
+    return etag[2:] if etag.startswith("W/") else etag
+
+
+def _strong_date(modified: str, date: str | None) -> bool:
+    if date is None:
+        return False
+    try:
+        return (parsedate_to_datetime(date) - parsedate_to_datetime(modified)).total_seconds() >= 1
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return False

@@ -1,0 +1,54 @@
+"""Validators: what tells two versions apart, and what may go in If-Range (RFC 9110 §8.8, §13.1.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dtune.http.validators import Validators
+
+OLD = "Tue, 01 Dec 2026 10:00:00 GMT"
+NEW = "Tue, 01 Dec 2026 10:05:00 GMT"
+LATER = "Tue, 01 Dec 2026 12:00:00 GMT"
+
+
+def test_an_answer_without_etag_or_last_modified_has_no_validators() -> None:
+    assert Validators.of({"content-length": "5"}) is None
+
+
+@pytest.mark.parametrize("first, then, change", [
+    ({"etag": '"a"'}, {"etag": '"b"'}, 'ETag "a" → "b"'),
+    ({"etag": '"a"'}, {"etag": 'W/"a"'}, None),                          # weak comparison
+    ({"etag": '"a"', "last-modified": OLD}, {"etag": '"a"', "last-modified": NEW}, None),  # ETag decides
+    ({"last-modified": OLD}, {"last-modified": NEW}, f"Last-Modified {OLD} → {NEW}"),
+    ({"etag": '"a"', "last-modified": OLD}, {"last-modified": NEW}, f"Last-Modified {OLD} → {NEW}"),
+    ({"last-modified": OLD}, {"last-modified": OLD}, None),
+    ({"etag": '"a"'}, {"last-modified": NEW}, None),                       # nothing to compare
+])
+def test_a_change_is_told_by_etag_else_last_modified(first: dict, then: dict, change: str | None) -> None:
+    a, b = Validators.of(first), Validators.of(then)
+    assert a is not None and b is not None
+    assert a.change(b) == change
+
+
+@pytest.mark.parametrize("headers, if_range", [
+    ({"etag": '"a"', "last-modified": OLD, "date": LATER}, '"a"'),
+    ({"etag": 'W/"a"', "last-modified": OLD, "date": LATER}, OLD),        # a weak ETag may not
+    ({"etag": 'W/"a"'}, None),
+    ({"last-modified": OLD, "date": LATER}, OLD),
+    ({"last-modified": OLD, "date": OLD}, None),                          # modified within the second
+    ({"last-modified": OLD}, None),                                       # no Date: cannot tell
+    ({"last-modified": "yesterday", "date": LATER}, None),               # not a date
+    ({"last-modified": OLD, "date": "Tue, 01 Dec 2026 12:00:00 +0100"}, OLD),
+])
+def test_if_range_takes_a_strong_etag_else_a_strong_date(headers: dict, if_range: str | None) -> None:
+    v = Validators.of(headers)
+    assert v is not None and v.if_range() == if_range
+
+
+def test_validators_survive_the_journal_header_and_reject_junk() -> None:
+    v = Validators.of({"last-modified": OLD, "date": LATER})
+    assert v is not None
+    assert Validators.from_header({"url": "x", **v.to_header()}) == v
+    assert Validators.from_header({"etag": 5, "last_modified": ["x"]}) is None
+    assert Validators.from_header({"etag": '"a"\r\nX: y'}) is None
+    assert Validators.from_header({"etag": '"a"', "strong_date": True}) == Validators('"a"', None, False)
