@@ -84,6 +84,15 @@ def size(value: str) -> int:
     return n
 
 
+def byte_rate(value: str) -> int:
+    """Bytes/s >= 0 with an optional K/M/G (binary) suffix, as curl and aria2c read them: 1K, 500."""
+    text = value.strip().lower().removesuffix("/s").removesuffix("ib").removesuffix("b")
+    n = _scaled(value, text, _BINARY, "a rate in bytes/s like 1K or 500", int)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return n
+
+
 def decimal_size(value: str) -> float:
     """Bytes with an optional decimal k/M/G/T suffix (100k = 100 000, 2.4M), as the history counts them."""
     text = value.strip().lower().removesuffix("b")

@@ -89,6 +89,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     rel = p.add_argument_group("reliability")
     rel.add_argument("--stall-timeout", type=argtypes.seconds, default=d.stall_timeout, metavar="S",
                      help=f"drop a connection that received nothing for S seconds (default {d.stall_timeout:g})")
+    rel.add_argument("--speed-limit", "--lowest-speed-limit", type=argtypes.byte_rate, default=d.speed_limit,
+                     metavar="BYTES", dest="speed_limit",
+                     help=f"drop a connection that receives less than BYTES per second (1K, 500) over "
+                          f"--speed-time, and ask for its bytes again; a file that keeps falling below "
+                          f"fails after --retries such windows; 0: no floor (default {d.speed_limit})")
+    rel.add_argument("--speed-time", type=argtypes.seconds, default=d.speed_time, metavar="S",
+                     help=f"the window of --speed-limit in seconds (default {d.speed_time:g})")
+    rel.add_argument("--header-timeout", type=argtypes.seconds, default=d.header_timeout, metavar="S",
+                     help=f"drop a connection whose response status line and headers take longer than "
+                          f"S seconds from their first byte (default {d.header_timeout:g})")
     rel.add_argument("--connect-timeout", type=argtypes.seconds, default=d.connect_timeout, metavar="S",
                      help=f"give up connecting after S seconds (default {d.connect_timeout:g})")
     rel.add_argument("--retries", type=int, default=d.retries, metavar="N",
@@ -109,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     if args.retries < 0:
         raise UsageError("--retries must be >= 0")
     options = EngineOptions(stall_timeout=args.stall_timeout, connect_timeout=args.connect_timeout,
-                            retries=args.retries)
+                            retries=args.retries, speed_limit=args.speed_limit, speed_time=args.speed_time,
+                            header_timeout=args.header_timeout)
     dtree = {"--sla": args.sla, "--min-throughput": args.min_throughput, "--max-energy": args.max_energy,
              "--model": args.model}
     given = [name for name, value in dtree.items() if value is not None]

@@ -462,7 +462,8 @@ class Engine:
         now = self.now()
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
-                       gained=f.done.total() > before, failures=f.failures,
+                       gained=f.done.total() > before and getattr(exc, "progress", True),
+                       failures=f.failures,
                        replica=job.replica if len(f.replicas) > 1 else None)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)

@@ -41,6 +41,16 @@ class EngineOptions:
     # ---- time limits ----
     connect_timeout: float = 15.0     # curl's default is 300 s, aria2c's 60 s: data transfers fail fast and retry
     stall_timeout: float = 30.0       # no byte for this long on a busy connection → drop it, re-queue its ranges
+    speed_limit: int = 1024           # bytes/s: a busy connection that receives less over ``speed_time`` is
+                                      # dropped and its ranges re-queued (curl --speed-limit, aria2c
+                                      # --lowest-speed-limit; both off by default, so a server dripping a
+                                      # byte a second holds them for ever). 1 KiB/s is 8 kbit/s: no path
+                                      # dtune is for carries a working connection that slowly. 0: off
+    speed_time: float = 30.0          # … measured over windows of this many seconds (curl --speed-time)
+    header_timeout: float = 20.0      # a response's status line and headers must arrive within this of
+                                      # their first byte: a head is a few hundred bytes (a server
+                                      # trickling a header line a second never looks stalled);
+                                      # dtune serve gives a request head the same 20 s
     # ---- failures ----
     retries: int = 5                  # consecutive failures of one file without progress before giving up
     backoff_base: float = 0.5         # seconds; doubles per failure, with jitter

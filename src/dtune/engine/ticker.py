@@ -26,6 +26,19 @@ class StallError(HTTPError):
     """No byte arrived on a busy connection for ``stall_timeout`` seconds."""
 
 
+class HeadTimeout(HTTPError):
+    """A response's status line and headers took longer than ``header_timeout`` seconds."""
+
+
+class TooSlow(HTTPError):
+    """A busy connection received less than ``speed_limit`` bytes/s over ``speed_time`` seconds.
+
+    The bytes it did bring are kept, but they are no progress: the file's failures keep counting
+    (``progress = False``), so a file that only ever trickles fails after ``retries`` windows."""
+
+    progress = False
+
+
 async def run_ticker(engine: Engine) -> None:
     opts = engine.options
     acct = engine.acct
@@ -57,7 +70,7 @@ async def run_ticker(engine: Engine) -> None:
                 if not lane.retiring:
                     lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
             engine.scheduler.lanes_per_replica = lanes
-        check_stalls(engine, now)
+        check_connections(engine, now)
         if not engine.scheduler.multi_replica and engine.options.endgame:
             snap = snap or acct.snapshot(now)
             engine.shed_backlogs(snap.eta)  # lanes that would be the tail give their ranges back
@@ -81,9 +94,30 @@ def live_rtt(engine: Engine) -> float | None:
     return statistics.median(rtts) if rtts else None
 
 
-def check_stalls(engine: Engine, now: float) -> None:
-    limit = engine.options.stall_timeout
+def check_connections(engine: Engine, now: float) -> None:
+    """Drop busy connections that stalled, whose response head is too slow, or below the floor."""
+    opts = engine.options
+    stall, head, floor, window = opts.stall_timeout, opts.header_timeout, opts.speed_limit, opts.speed_time
     for lane in engine.lanes():
         conn = lane.conn
-        if conn is not None and conn.in_flight and now - conn.last_activity > limit:
-            conn.close(StallError(f"{conn.origin}: no data for {limit:g} s"))
+        if conn is None:
+            continue
+        if not conn.in_flight:
+            conn.floor_mark = None
+            continue
+        if now - conn.last_activity > stall:
+            conn.close(StallError(f"{conn.origin}: no data for {stall:g} s"))
+        elif conn.head_started is not None and now - conn.head_started > head:
+            conn.close(HeadTimeout(f"{conn.origin}: response headers took longer than {head:g} s "
+                                   f"(--header-timeout)"))
+        elif floor:
+            mark = conn.floor_mark
+            if mark is None:
+                conn.floor_mark = (now, conn.bytes_in)
+            elif now - mark[0] >= window:
+                rate = (conn.bytes_in - mark[1]) / (now - mark[0])
+                if rate < floor:
+                    conn.close(TooSlow(f"{conn.origin}: {rate:.0f} B/s for {now - mark[0]:.0f} s, below the "
+                                       f"speed limit of {floor} B/s (--speed-limit, --speed-time)"))
+                else:
+                    conn.floor_mark = (now, conn.bytes_in)

@@ -98,6 +98,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
         self.last_activity = loop.time()
+        self.head_started: float | None = None  # a response head is being read since then
+        self.floor_mark: tuple[float, int] | None = None  # (time, bytes_in): the speed-floor window
         self.bytes_in = 0
         self.responses = 0
 
@@ -207,6 +209,7 @@ class Connection(asyncio.Protocol):
         if not self._fifo:
             raise ProtocolError(f"{self.origin}: response without a request")
         self._current = self._fifo[0]
+        self.head_started = self._loop.time()
         self._close_delimited = False
         self._headers = {}
         self._header_bytes = 0
@@ -223,6 +226,7 @@ class Connection(asyncio.Protocol):
             self._headers[key] = text
 
     def on_headers_complete(self) -> None:
+        self.head_started = None
         status = self._parser.get_status_code()
         if status == 101:
             raise ProtocolError(f"{self.origin}: unexpected protocol switch (101)")

@@ -117,6 +117,13 @@ def retries_exactly(n: int) -> Check:
     return check
 
 
+def retried(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
+    assert outcome.summary["retries"] >= 1, outcome.summary
+
+
+SLOW_ARGS = ("--speed-limit", "1K", "--speed-time", "2", "--retries", "1")
+
+
 def asked_times(n: int) -> Check:
     def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
         assert len(asked) == n * runs, [s.range for s in asked]
@@ -238,6 +245,15 @@ CASES = [
          routed("urls", hs.redirect("file:///etc/passwd")), words=("bad redirect",)),
     Case("redirect-ftp-scheme", "301 to ftp://127.0.0.1/f.bin", "fail",
          routed("urls", hs.redirect("ftp://127.0.0.1/f.bin", 301)), words=("bad redirect",)),
+    Case("trickle-forever", "the 3 MiB body dripped at 2 bytes/s, for ever (--speed-limit 1K --speed-time 2 "
+         "--retries 1)", "fail", routed("url", hs.drip(2), BIG), args=SLOW_ARGS,
+         words=("below the speed limit",)),
+    Case("trickle-headers", "a status line, then one header line a second, never ending (--header-timeout 2 "
+         "--retries 1)", "fail", routed("url", hs.drip_headers(1), BIG),
+         args=("--header-timeout", "2", "--retries", "1"), words=("headers took longer",)),
+    Case("slow-first-answer", "the first answer dripped at 200 bytes/s, the rest honest (--speed-limit 1K "
+         "--speed-time 2)", "exact", routed("urls", hs.first(1, hs.drip(200)), BIG, check=retried),
+         args=SLOW_ARGS[:4]),
     Case("slow-drip", "a 12-byte body dripped at 6 bytes/s with --stall-timeout 1 (must not count as a stall)",
          "exact", routed("urls", hs.drip(6), TINY, check=retries_exactly(0))),
     Case("never-answers", "reads the request and never answers (connection held open)", "fail",

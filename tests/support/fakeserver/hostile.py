@@ -187,6 +187,19 @@ def drip(bytes_per_second: float) -> Behaviour:
     return behaviour
 
 
+def drip_headers(lines_per_second: float) -> Behaviour:
+    """A status line, then header lines one at a time at ``lines_per_second``, never ending."""
+    async def behaviour(ctx: Ctx) -> bool:
+        ctx.writer.write(b"HTTP/1.1 200 OK\r\n")
+        n = 0
+        while True:
+            await asyncio.sleep(1 / lines_per_second)
+            ctx.writer.write(f"X-Drip-{n}: {n}\r\n".encode())
+            await ctx.writer.drain()
+            n += 1
+    return behaviour
+
+
 def headers_then_file(extra: list[tuple[str, str]]) -> Behaviour:
     """The honest answer with ``extra`` header lines added (huge or many headers)."""
     async def behaviour(ctx: Ctx) -> bool:
