@@ -35,6 +35,8 @@ class FileSpec:
 class Dataset:
     files: list[FileSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    unlisted: list[tuple[str, str]] = field(default_factory=list)  # (relpath/ of a directory that
+                                                                   # could not be listed, why)
 
     @property
     def total_bytes(self) -> int | None:

@@ -20,7 +20,13 @@ class UnsafePathError(DtuneError):
 
 
 class DiscoveryError(DtuneError):
-    """A source could not be listed (bad listing, unreachable, unsupported)."""
+    """A source could not be listed (bad listing, unreachable, unsupported). ``retryable``: asking
+    again may help (a timeout, a reset, 5xx, 429)."""
+
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
 
 
 class HTTPError(DtuneError):

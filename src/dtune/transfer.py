@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from dtune.discovery import discover
 from dtune.discovery.paths import Inside
 from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
+from dtune.engine.outcomes import backoff
 from dtune.engine.result import FileResult, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.fileio import lock_directory
@@ -230,7 +232,10 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
     """``transfer`` once its output directory is there and locked."""
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout)
     try:
-        dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors)
+        opts = plan.options
+        dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
+                                 delay=lambda n, after: backoff(n, after, opts, random.uniform(
+                                     1 - opts.backoff_jitter, 1 + opts.backoff_jitter)))
         connect_times = dict(fetcher.connect_times)
     finally:
         fetcher.close()
@@ -238,6 +243,9 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
+        if dataset.unlisted:
+            raise DtuneError(dataset.unlisted[0][1] + (f" (and {len(dataset.unlisted) - 1} more directories)"
+                                                       if len(dataset.unlisted) > 1 else ""))
         raise DtuneError("nothing to fetch: the sources list no files")
     tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times)
     knobs = KernelKnobs(emit)
@@ -274,6 +282,8 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                      "initial": {n: p.as_dict() for n, p in tplan.params.items()},
                      "final": {n: p.params.as_dict() for n, p in engine.partitions.items()},
                      "partitions": {n: sum(1 for x in tplan.partition_of if x == n) for n in tplan.params}}
+    for relpath, reason in dataset.unlisted:  # exit 0 means the whole tree: a hole fails the run
+        result.files.append(FileResult(relpath, "failed", None, reason))
     refused = len(dataset.files) - len(specs)
     if refused:
         kept = {s.relpath for s in specs}

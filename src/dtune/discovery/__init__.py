@@ -21,9 +21,11 @@ bytes into untrusted ``Entry`` objects. This module is the one place that
 makes names safe: each goes through ``safe_relpath``; a refused name costs
 that entry only (a ``refusing NAME from SOURCE: REASON`` warning), never the
 rest of the dataset. Malformed listings and failed requests of a source's
-own URL raise ``DiscoveryError``; a sub-directory that fails to list is a
-warning (the rest of the tree is still worth fetching, and the warning says
-what is missing).
+own URL raise ``DiscoveryError``. Requests that fail in a way that may mend
+(timeouts, resets, 408, 429, 5xx) are asked again with backoff, as file
+ranges are; a sub-directory that still cannot be listed goes into
+``Dataset.unlisted``: the rest of the tree is still fetched, and the run
+fails naming it (exit 0 means the whole tree).
 
 The network is injected: ``fetch`` is a coroutine function with the
 signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -51,6 +54,7 @@ from dtune.discovery.urls import (
 )
 from dtune.errors import DiscoveryError, DtuneError
 from dtune.http.client import FetchResult  # the result type every fetch returns
+from dtune.http.message import parse_retry_after
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
 
@@ -65,10 +69,18 @@ _BYTES_PER_LISTED_FILE = 256
 
 # await fetch(url, *, method="GET", headers=None, max_bytes=64 << 20) -> FetchResult
 Fetch = Callable[..., Awaitable[FetchResult]]
+# delay(failures, retry_after) -> seconds before asking again
+Delay = Callable[[int, float | None], float]
+
+
+def default_delay(failures: int, retry_after: float | None) -> float:
+    """Retry-After (at most 300 s), else 0.5 s doubling up to 30 s: the engine's defaults."""
+    return min(retry_after, 300.0) if retry_after is not None else min(30.0, 0.5 * 2 ** (failures - 1))
 
 
 async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
-                   max_depth: int = 32, max_files: int = 1_000_000) -> Dataset:
+                   max_depth: int = 32, max_files: int = 1_000_000, retries: int = 5,
+                   delay: Delay = default_delay) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -79,13 +91,17 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                Metalinks, directory URLs only
     max_depth  deepest sub-directory level followed below a directory source
     max_files  more files than this (or more directory listings) is an error, not a truncation
+    retries    a listing or HEAD that fails in a way asking again may mend (timeout, reset, 408,
+               429, 5xx) is asked again this many times, after ``delay(failures, retry_after)``
+               seconds (``retry_after``: the server's Retry-After, parsed); a sub-directory that
+               still cannot be listed goes into ``Dataset.unlisted``
     """
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
-                        max_files=max_files, single_source=len(sources) == 1)
+                        max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay)
     for source in sources:
         await walker.source(source)
     walker.refuse_file_dir_clashes()
@@ -137,8 +153,10 @@ class _Discovery:
     """Accumulates one ``Dataset`` over all sources (state for a single ``discover`` call)."""
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
-                 single_source: bool) -> None:
+                 single_source: bool, retries: int = 5, delay: Delay = default_delay) -> None:
         self._fetch = fetch
+        self._retries = retries
+        self._delay = delay
         self._mirrors = mirrors
         self._max_depth = max_depth
         self._max_files = max_files
@@ -197,14 +215,35 @@ class _Discovery:
         return [join_url(m, relpath) for m in self._mirrors]
 
     async def _call(self, url: str, **kwargs: object) -> FetchResult:
+        """One request, asked again while it fails in a way that may mend (see ``discover``)."""
+        failures = 0
+        while True:
+            try:
+                return await self._call_once(url, **kwargs)
+            except DiscoveryError as exc:
+                if not exc.retryable or failures >= self._retries:
+                    if failures:
+                        raise DiscoveryError(f"{exc} (gave up after {failures} retries)") from None
+                    raise
+                failures += 1
+                await asyncio.sleep(self._delay(failures, exc.retry_after))
+
+    async def _call_once(self, url: str, *, status_ok: bool = True, **kwargs: object) -> FetchResult:
+        """``status_ok`` False: an answer other than 200 (or 3xx, 404-like for HEAD) raises."""
+        what = f"{kwargs.get('method', 'GET')} {url}"
         try:
             res = await self._fetch(url, **kwargs)
         except DiscoveryError:
             raise
         except (DtuneError, OSError) as exc:  # TimeoutError is an OSError
-            raise DiscoveryError(f"{kwargs.get('method', 'GET')} {url}: {_one_line(exc)}") from None
-        return FetchResult(status=res.status, headers={k.lower(): v for k, v in res.headers.items()},
-                           body=res.body, url=res.url or url)
+            retryable = isinstance(exc, OSError) or getattr(exc, "retryable", False)
+            raise DiscoveryError(f"{what}: {_one_line(exc)}", retryable=retryable) from None
+        headers = {k.lower(): v for k, v in res.headers.items()}
+        if not status_ok and res.status != 200:
+            retryable = res.status in (408, 429) or res.status >= 500
+            raise DiscoveryError(f"{what}: listing answered HTTP {res.status}", retryable=retryable,
+                                 retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
+        return FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)
 
     # -- sources ---------------------------------------------------------------------------
 
@@ -282,13 +321,10 @@ class _Discovery:
     async def _list_one(self, url: str, limit: asyncio.Semaphore) -> FetchResult | DiscoveryError:
         async with limit:
             try:
-                res = await self._call(url, headers={"Accept": "application/json"},
-                                       max_bytes=self._listing_max_bytes)
+                return await self._call(url, headers={"Accept": "application/json"}, status_ok=False,
+                                        max_bytes=self._listing_max_bytes)
             except DiscoveryError as exc:
                 return exc
-        if res.status != 200:
-            return DiscoveryError(f"GET {url}: listing answered HTTP {res.status}")
-        return res
 
     async def _directory(self, start: str, source: str) -> None:
         """Walk a directory tree breadth first; relpaths are relative to ``start``."""
@@ -308,7 +344,8 @@ class _Discovery:
                 if isinstance(outcome, DiscoveryError):
                     if root is None:
                         raise outcome
-                    self.warn(f"skipping directory {prefix!r} of {source}: {outcome}")
+                    self.dataset.unlisted.append((prefix, f"{prefix}: directory of {source} could not be "
+                                                          f"listed: {outcome}"))
                     continue
                 try:
                     final = requote_url(outcome.url)

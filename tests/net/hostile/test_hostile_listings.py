@@ -367,3 +367,55 @@ def test_a_metalink_bomb_is_refused_at_once(what: str, text: str, words: str, en
     assert "lollol" not in outcome.stderr and "root:" not in outcome.stderr
     assert outcome.seconds < 10 and tree(out) == {}
     report(observed=f"exit 1 in {outcome.seconds:.1f} s: `{line[:120]}`")
+
+
+# ---- listings that fail, for a while or for good ------------------------------------------------
+def _tree_with_subdirectories(world: World, tmp: Path, n: int) -> tuple[str, dict[str, bytes]]:
+    """``n`` sub-directories of two files each, as nginx JSON listings; returns the root URL and tree."""
+    srv = world.hostile
+    root = f"/{tmp.name}/"
+    files: dict[str, bytes] = {}
+    srv.pages[root] = hs.nginx_json([{"name": f"d{i}", "type": "directory"} for i in range(n)])
+    for i in range(n):
+        names = {f"d{i}/a.bin": os.urandom(3000 + i), f"d{i}/b.bin": os.urandom(5000 + i)}
+        srv.pages[f"{root}d{i}/"] = hs.nginx_json([{"name": Path(k).name, "type": "file", "size": len(v)}
+                                                    for k, v in names.items()])
+        for k, v in names.items():
+            srv.files[root + k] = v
+        files.update(names)
+    return srv.url(root), files
+
+
+def test_listings_that_answer_503_for_a_while_are_asked_again_and_the_tree_arrives_whole(
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="12 sub-directories whose listings answer 503 twice (one also 429 with Retry-After: 1) "
+                 "before the listing (--retries 3)",
+           expected="exit 0, the whole tree byte-exact")
+    url, files = _tree_with_subdirectories(world, tmp_path, 12)
+    root = f"/{tmp_path.name}/"
+    for i in range(12):
+        busy = hs.status(429, {"Retry-After": "1"}) if i == 0 else hs.status(503)
+        world.hostile.route(f"{root}d{i}/", hs.first(2, busy, hs.serve))
+    outcome = run_get(env, [url], tmp_path / "out", "--retries", "3")
+    assert_exact(outcome, tmp_path / "out", files)
+    listed = [r for r in world.hostile.gets(f"{root}d0/")]
+    assert len(listed) == 3, listed
+    report(observed=f"exit 0, {len(files)} files exact, each listing asked 3 times")
+
+
+def test_a_directory_that_cannot_be_listed_fails_the_run_and_is_named(
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="4 sub-directories, one of whose listings answers 503 every time",
+           expected="the other files byte-exact; exit 1 naming the directory (plain and --json)")
+    url, files = _tree_with_subdirectories(world, tmp_path, 4)
+    world.hostile.route(f"/{tmp_path.name}/d2/", hs.status(503))
+    out = tmp_path / "out"
+    outcome, plain = run_both(env, [url], out)
+    assert outcome.code == 1 and plain.code == 1, (outcome.stderr, plain.stderr)
+    assert tree(out) == {k: v for k, v in files.items() if not k.startswith("d2/")}
+    failed = outcome.summary["failed"]
+    assert [f["file"] for f in failed] == ["d2/"], failed
+    assert "could not be listed" in failed[0]["reason"] and "503" in failed[0]["reason"]
+    assert any(line.startswith("dtune: failed: d2/") and "could not be listed" in line
+               for line in plain.stderr_lines), plain.stderr
+    report(observed=f"exit 1: `{failed[0]['reason'][:100]}`; the other {len(files) - 2} files exact")

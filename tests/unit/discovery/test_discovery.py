@@ -52,6 +52,7 @@ class FakeWeb:
 
 
 def run(sources, web: FakeWeb, **kwargs):
+    kwargs.setdefault("delay", lambda failures, retry_after: 0.0)
     return asyncio.run(discover(sources, fetch=web.fetch, **kwargs))
 
 
@@ -64,7 +65,10 @@ LEAF_HTML = b'<html><body><pre><a href="../">../</a>\n<a href="leaf.txt">leaf.tx
 
 
 def nginx_json_web(base: str = "http://h/json/") -> FakeWeb:
-    web = FakeWeb()
+    return nginx_json_web_into(FakeWeb(), base)
+
+
+def nginx_json_web_into(web: FakeWeb, base: str = "http://h/json/") -> FakeWeb:
     web.add(base, sample("nginx_root.json"), JSON)
     web.add(base + "sub%20dir/", sample("nginx_subdir.json"), JSON)
     web.add(base + "sub%20dir/deeper/", LEAF_JSON, JSON)
@@ -241,16 +245,61 @@ def test_listing_body_limit_grows_with_max_files() -> None:
     assert web.calls[1][3] == 64 << 20
 
 
-def test_failing_subdirectory_is_a_warning_but_failing_root_is_an_error() -> None:
+def test_a_failing_subdirectory_is_unlisted_and_a_failing_root_is_an_error() -> None:
     web = nginx_json_web()
     web.add("http://h/json/sub%20dir/", b"", status=403)
     ds = run(["http://h/json/"], web)
     assert set(by_relpath(ds)) == set(ROOT_SIZES)
-    assert ds.warnings == ["skipping directory 'sub dir/' of http://h/json/: GET http://h/json/sub%20dir/: "
-                           "listing answered HTTP 403"]
+    assert ds.unlisted == [("sub dir/", "sub dir/: directory of http://h/json/ could not be listed: "
+                                        "GET http://h/json/sub%20dir/: listing answered HTTP 403")]
+    assert sum(1 for c in web.calls if c[1] == "http://h/json/sub%20dir/") == 1  # 403: not asked again
     web.add("http://h/json/", b"", status=500)
-    with pytest.raises(DiscoveryError, match=r"GET http://h/json/: listing answered HTTP 500"):
-        run(["http://h/json/"], web)
+    with pytest.raises(DiscoveryError, match=r"GET http://h/json/: listing answered HTTP 500 \(gave up after 2 "):
+        run(["http://h/json/"], web, retries=2)
+
+
+class Flaky(FakeWeb):
+    """Each URL in ``failures`` fails with its list of answers (a status, or an exception) first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: dict[str, list[int | Exception]] = {}
+
+    async def fetch(self, url: str, **kw) -> FetchResult:  # type: ignore[override]
+        pending = self.failures.get(url)
+        if pending:
+            self.calls.append((kw.get("method", "GET"), url, {}, 0))
+            first = pending.pop(0)
+            if isinstance(first, Exception):
+                raise first
+            return FetchResult(first, {"retry-after": "7"} if first == 429 else {}, b"busy", url)
+        return await super().fetch(url, **kw)
+
+
+@pytest.mark.parametrize("answers", [[503, 503], [429], [TimeoutError("timed out")],
+                                     [ConnectionResetError(104, "reset"), 502],
+                                     [HTTPError("h: no response within 3 s")]])
+def test_a_listing_that_fails_in_a_way_that_mends_is_asked_again(answers: list) -> None:
+    web = Flaky()
+    nginx_json_web_into(web)
+    web.failures["http://h/json/sub%20dir/"] = list(answers)
+    web.failures["http://h/json/"] = list(answers)
+    waits: list[tuple[int, float | None]] = []
+    ds = run(["http://h/json/"], web, delay=lambda n, after: waits.append((n, after)) or 0.0)
+    assert not ds.unlisted
+    assert set(by_relpath(ds)) == set(TREE_SIZES)
+    assert len(waits) == 2 * len(answers)
+    assert all(after == 7.0 for n, after in waits if answers[n - 1] == 429)  # Retry-After is passed on
+
+
+def test_a_subdirectory_that_keeps_failing_is_unlisted_after_the_retries() -> None:
+    web = Flaky()
+    nginx_json_web_into(web)
+    web.failures["http://h/json/sub%20dir/"] = [503] * 10
+    ds = run(["http://h/json/"], web, retries=3)
+    assert [relpath for relpath, _ in ds.unlisted] == ["sub dir/"]
+    assert "HTTP 503 (gave up after 3 retries)" in ds.unlisted[0][1]
+    assert sum(1 for c in web.calls if c[1] == "http://h/json/sub%20dir/") == 4
 
 
 def test_subdirectory_redirected_outside_the_start_is_not_followed() -> None:
