@@ -66,7 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"most connections to one origin, whatever the tuner (default {DEFAULT_CAP}); "
                              "values you fix with --cc and -p are kept")
     tuning.add_argument("--bandwidth", type=argtypes.rate, metavar="RATE",
-                        help="link bandwidth in bits/s, e.g. 1G or 400M (default: a short probe)")
+                        help="link bandwidth in bits/s, e.g. 1G or 400M (default: assumed 1G for the first "
+                             "plan, which the online search then corrects; a transfer recorded with an "
+                             "assumed bandwidth is not learnt from by `dtune model build`)")
     tuning.add_argument("--tcp-buffer", type=argtypes.size, metavar="BYTES",
                         help="TCP buffer size, e.g. 512K (default: the OS receive maximum)")
     tuning.add_argument("--rtt", type=argtypes.millis, metavar="MS",

@@ -5,12 +5,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 import time
-from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dtune import argtypes
 from dtune.errors import DtuneError, UsageError
+from dtune.model.defaults import MIN_SURFACE_LOGS
+from dtune.model.screen import LeftOut, Reason, Screening, screen
+
+MIN_USABLE_ROWS = 1   # Model.fit needs one row with every key attribute; a useful model wants many more
 
 HELP = """\
 The offline decision-tree model (docs/algorithms.md §2, docs/model.md): two
@@ -35,10 +40,14 @@ save it (default: $XDG_DATA_HOME/dtune/model.json, ~/.local/share/dtune/model.js
 where `dtune get --tuner dtree|auto` looks for it).
 
 Rows are left out when they cannot describe what θ gives: failed or
-interrupted transfers (exit_status != 0) and rows whose RTT or bandwidth was
-assumed rather than measured or given. When the history holds both measured
-(RAPL) and estimated energy figures, only the more common kind is used for
-the energy surfaces (the others keep their throughput).
+interrupted transfers (exit_status != 0), rows without a key attribute or
+without cc/p/pp, rows whose RTT or bandwidth was assumed rather than measured
+or given (dtune get never probes the bandwidth: give it --bandwidth RATE),
+reruns that received nothing, rows with neither throughput nor energy, and
+rows with a field that is not a number. Each is named on stderr with its
+reason (docs/model.md, 'Rows left out'). When the history holds both
+measured (RAPL) and estimated energy figures, only the more common kind is
+used for the energy surfaces (the others keep their throughput).
 """
 
 QUERY_HELP = """\
@@ -54,8 +63,8 @@ ones like dtune get's --tcp-buffer (512K = 524 288); rates are bits/s (1G, 400M)
 """
 
 KEY_COLUMNS = ("avg_file_size", "file_count", "rtt_ms", "tcp_buffer", "bandwidth_mbps")
-COLUMNS = (*KEY_COLUMNS, "cc", "p", "pp", "cpu_num", "cpu_freq", "throughput_mbps", "energy_j",
-           "energy_kind", "exit_status", "rtt_how", "bandwidth_how")
+COLUMNS = ("id", "started_at", *KEY_COLUMNS, "cc", "p", "pp", "cpu_num", "cpu_freq", "throughput_mbps",
+           "energy_j", "energy_kind", "bytes", "exit_status", "rtt_how", "bandwidth_how")
 
 
 def degree_list(value: str) -> tuple[int, ...]:
@@ -124,7 +133,10 @@ def shipped_log_path() -> Path:
 
 
 def read_csv_rows(path: str) -> list[dict]:
-    """Rows of a `dtune history export` CSV (any subset of its columns with the key attributes)."""
+    """Rows of a `dtune history export` CSV (any subset of its columns with the key attributes).
+
+    Each row also gets ``line``, its line in the file, so that a row left out can be named.
+    """
     try:
         fh = open(path, newline="", encoding="utf-8-sig")
     except OSError as exc:
@@ -136,7 +148,7 @@ def read_csv_rows(path: str) -> list[dict]:
         if missing:
             raise DtuneError(f"model build {path}: no column {missing[0]!r}; expected the columns of "
                              "`dtune history export` (import other formats with `dtune history import` first)")
-        return [{k: row.get(k) for k in COLUMNS if k in row} for row in reader]
+        return [{**{k: row.get(k) for k in COLUMNS if k in row}, "line": reader.line_num} for row in reader]
 
 
 def read_history_rows(url: str | None) -> tuple[list[dict], str]:
@@ -145,29 +157,131 @@ def read_history_rows(url: str | None) -> tuple[list[dict], str]:
         return list(store.rows(list(COLUMNS))), store.name
 
 
-def clean_rows(rows: Iterable[dict]) -> tuple[list[dict], dict[str, int], str | None]:
-    """Rows fit to learn from, what was left out (by reason) and the energy kind kept."""
-    kept: list[dict] = []
-    dropped = {"failed or interrupted transfers": 0, "assumed RTT or bandwidth": 0}
-    for row in rows:
-        status = row.get("exit_status")
-        if status not in (None, "") and int(float(status)) != 0:
-            dropped["failed or interrupted transfers"] += 1
-            continue
-        if "assumed" in (str(row.get("rtt_how") or ""), str(row.get("bandwidth_how") or "")):
-            dropped["assumed RTT or bandwidth"] += 1
-            continue
-        kept.append(row)
-    kinds: dict[str, int] = {}
-    for row in kept:
-        if row.get("energy_j") not in (None, "") and row.get("energy_kind"):
-            kinds[row["energy_kind"]] = kinds.get(row["energy_kind"], 0) + 1
-    kind = max(kinds, key=lambda k: (kinds[k], k == "measured")) if kinds else None
-    if len(kinds) > 1:
-        for row in kept:
-            if row.get("energy_kind") != kind:
-                row["energy_j"] = None
-    return kept, {k: v for k, v in dropped.items() if v}, kind
+# How each reason of ``screen.REASONS`` is worded: a short label for the counts, the longer
+# explanation, and what to do about it. Only options that exist are named.
+WORDING: dict[str, tuple[str, str, str]] = {
+    "not-a-number": ("{column} not a number", "{column} is not a number",
+                     "correct that field of the CSV, or export the history again with `dtune history export`"),
+    "failed": ("failed", "the transfer failed (exit status 1: some files were not verified)",
+               "only transfers that verified every file are learned from (`dtune history show ID` "
+               "shows a row)"),
+    "interrupted": ("interrupted", "the transfer was interrupted or stopped (exit status other than 0 and 1)",
+                    "only transfers that ran to their end are learned from"),
+    "no-key": ("no {column}", "no {column} recorded (a key attribute)",
+               "every row needs avg_file_size, file_count, rtt_ms, tcp_buffer and bandwidth_mbps "
+               "(in a CSV: fill the column)"),
+    "no-theta": ("no {column}", "no {column} recorded",
+                 "every row needs the cc, p and pp it ran with (in a CSV: fill the column)"),
+    "assumed-rtt": ("RTT assumed", "the RTT was assumed (10 ms), not measured or given",
+                    "give the round-trip time to dtune get with `--rtt MS` where it cannot be measured"),
+    "assumed-bandwidth": ("bandwidth assumed", "the bandwidth was assumed (1 Gbit/s), not given",
+                          "dtune get never probes the bandwidth: give the link's rate with "
+                          "`dtune get --bandwidth RATE` (e.g. 100M, 1G)"),
+    "nothing-received": ("nothing received", "nothing was received (0 bytes: every file was already complete)",
+                         "nothing to fix: a rerun into a directory that holds every file moves nothing; "
+                         "a transfer into an empty `-o DIR` measures θ"),
+    "no-outcome": ("no throughput or energy", "neither throughput nor energy was recorded",
+                   "every row needs throughput_mbps or energy_j"),
+}
+MAX_NAMED = 5        # rows named one by one per reason; more are only counted
+
+
+def reason_label(kind: tuple[str, str | None], *, long: bool = False) -> str:
+    code, column = kind
+    return WORDING[code][1 if long else 0].format(column=column)
+
+
+def row_name(item: LeftOut, kind: tuple[str, str | None] | None = None) -> str:
+    """``id 7 (2026-12-01 17:35 UTC)``, ``line 4 (id 1, ...)`` for a CSV, ``row 3`` when it has neither.
+
+    The value behind a reason of ``kind`` (every reason's, when None) is added where it says more: the
+    field that is not a number, the exit status of an interrupted transfer.
+    """
+    row = item.row
+    has = {k: row.get(k) not in (None, "") for k in ("line", "id")}
+    if has["line"]:
+        head, extra = f"line {row['line']}", [f"id {row['id']}"] if has["id"] else []
+    elif has["id"]:
+        head, extra = f"id {row['id']}", []
+    else:
+        head, extra = f"row {item.index + 1}", []
+    when = _date(row.get("started_at"))
+    extra += [when] if when else []
+    extra += [f"{r.column}={r.value!r}" if r.code == "not-a-number" else f"exit status {r.value}"
+              for r in item.reasons if r.code in ("not-a-number", "interrupted") and kind in (None, r.kind)]
+    return head + (f" ({', '.join(extra)})" if extra else "")
+
+
+def _date(value: object) -> str | None:
+    """A history ``started_at`` as ``2026-12-01 17:35 UTC`` (other text as it is)."""
+    if value in (None, ""):
+        return None
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value)
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _rows(n: int) -> str:
+    return f"{n} history row" if n == 1 else f"{n} history rows"
+
+
+def refusal_lines(s: Screening, origin: str) -> list[str]:
+    """What `dtune model build` says when no row is usable: the rows left out, by reason, and what to do."""
+    if s.total == 0:
+        lines = [f"model build: {origin}: no history rows: no transfer to learn from"]
+    else:
+        counts = s.counts()
+        several = sum(counts.values()) > len(s.left_out)
+        lines = [f"model build: {origin}: {_rows(s.total)}, 0 usable"
+                 + (" (a row can be left out for more than one reason)" if several else "")]
+        for kind, n in counts.items():
+            rows = s.rows_for(kind)
+            named = ": " + ", ".join(row_name(r, kind) for r in rows) if n <= MAX_NAMED else ""
+            lines.append(f"  {n} left out: {reason_label(kind, long=True)}{named}")
+        for code in dict.fromkeys(code for code, _ in counts):
+            lines.append(f"  to fix: {WORDING[code][2]}")
+    lines.append(f"a model needs at least {MIN_USABLE_ROWS} usable row, and {MIN_SURFACE_LOGS} or more over "
+                 "varied cc, p, pp before it fits surfaces (docs/model.md, 'Rows left out')")
+    lines.append("to get them: `dtune history sweep SCENARIO.toml` (the emulated WAN, needs root; e.g. "
+                 "scenarios/dtree-sweep.toml), or `dtune get` transfers with --bandwidth RATE and varied "
+                 "--cc, -p, --pp; or build from another history's `dtune history export` with --csv FILE")
+    lines.append("without a model of its own, `dtune get --tuner dtree` uses the demo model shipped with dtune")
+    return lines
+
+
+def left_out_line(s: Screening, origin: str) -> str | None:
+    """One warning line when some rows were left out but the model was built (None: none left out)."""
+    if not s.left_out:
+        return None
+    counts = ", ".join(f"{n} {reason_label(kind)}" for kind, n in s.counts().items())
+    return (f"model build: {origin}: {len(s.left_out)} of {_rows(s.total)} left out: {counts} "
+            "(docs/model.md, 'Rows left out')")
+
+
+def few_rows_line(s: Screening) -> str | None:
+    """A note when the usable rows are too few for any surface (None: enough)."""
+    n = len(s.usable)
+    if n >= MIN_SURFACE_LOGS:
+        return None
+    return (f"model build: only {n} usable row{'s' if n != 1 else ''}: a surface needs {MIN_SURFACE_LOGS} "
+            "matched logs, so the model answers with the logged θ themselves; record more with "
+            "`dtune history sweep SCENARIO.toml` or `dtune get --bandwidth RATE` with varied --cc, -p, --pp")
+
+
+def left_out_report(s: Screening) -> tuple[dict[str, int], list[dict]]:
+    """The rows left out for the --json report: rows per reason, and each row with its reasons."""
+    counts = {Reason(*kind).name: n for kind, n in s.counts().items()}
+    rows = [{"id": item.row.get("id"), "started_at": item.row.get("started_at"), "line": item.row.get("line"),
+             "reasons": [r.name for r in item.reasons]} for item in s.left_out]
+    return counts, rows
+
+
+def _say(line: str) -> None:
+    print(f"dtune: {line}", file=sys.stderr)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -181,15 +295,19 @@ def run_build(args: argparse.Namespace) -> int:
         rows, origin = read_csv_rows(str(path)), f"{path} (shipped)"
     else:
         rows, origin = read_history_rows(args.history)
-    total = len(rows)
-    rows, dropped, kind = clean_rows(rows)
-    if not rows:
-        raise DtuneError(f"model build: {origin}: no usable rows (of {total})")
+    s = screen(rows)
+    if len(s.usable) < MIN_USABLE_ROWS:
+        for line in refusal_lines(s, origin):
+            _say(line)
+        return 1
+    for line in (left_out_line(s, origin), few_rows_line(s)):
+        if line:
+            _say(line)
     settings = {k: v for k, v in (("leaf_threshold", args.leaf_threshold), ("cut_number", args.cut_number),
                                   ("degrees", args.degrees)) if v is not None}
     t0 = time.perf_counter()
     try:
-        model = Model(**settings).fit(rows)
+        model = Model(**settings).fit(s.usable)
     except ValueError as exc:
         raise DtuneError(f"model build: {origin}: {exc}") from None
     seconds = time.perf_counter() - t0
@@ -200,8 +318,10 @@ def run_build(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise DtuneError(f"model build: cannot write {out}: {exc.strerror or exc}") from None
     bt = model.build_times_
-    report = {"rows_from": origin, "rows": total, "logs": bt["logs"], "dropped": dropped,
-              "dropped_no_key": model.logs_.dropped, "energy_kind": kind, "energy_kinds": model.energy_kinds_,
+    dropped, left_out = left_out_report(s)
+    report = {"rows_from": origin, "rows": s.total, "logs": bt["logs"], "dropped": dropped,
+              "left_out": left_out, "dropped_no_key": model.logs_.dropped, "energy_kind": s.energy_kind,
+              "energy_set_aside": s.energy_set_aside, "energy_kinds": model.energy_kinds_,
               "tree_di_s": round(bt["tree_di_s"], 4), "tree_sd_s": round(bt["tree_sd_s"], 4),
               "trees_s": round(bt["trees_s"], 4), "tables": bt["tables"], "tables_s": round(bt["tables_s"], 4),
               "nodes_di": len(model.tree_di_.nodes_), "nodes_sd": len(model.tree_sd_.nodes_),
@@ -209,13 +329,13 @@ def run_build(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    left_out = ", ".join(f"{v} {k}" for k, v in dropped.items())
-    if model.logs_.dropped:
-        left_out = ", ".join(x for x in (left_out, f"{model.logs_.dropped} without all key attributes") if x)
-    print(f"history: {origin}: {total} rows, {bt['logs']} logs used" + (f" (left out: {left_out})" if left_out else ""))
+    print(f"history: {origin}: {s.total} rows, {bt['logs']} logs used"
+          + (f", {len(s.left_out)} left out" if s.left_out else ""))
     kinds = ", ".join(f"{v} {k}" for k, v in model.energy_kinds_.items()) or "none"
-    print(f"energy figures: {kinds}" + (" — estimated from CPU time, not measured (docs/model.md)"
-                                        if kind == "estimated" else ""))
+    aside = (f"; {s.energy_set_aside} of another kind set aside (one kind per surface)"
+             if s.energy_set_aside else "")
+    print(f"energy figures: {kinds}{aside}" + (" — estimated from CPU time, not measured (docs/model.md)"
+                                               if s.energy_kind == "estimated" else ""))
     print()
     print("build times (the seed paper's Table III)")
     print(f"  {'logs':>6}  {'tree 1 (DI) s':>13}  {'tree 2 (SD) s':>13}  {'trees s':>8}  {'tables':>6}  {'tables s':>8}")
