@@ -21,6 +21,7 @@ class FileSpec:
     sha256    lowercase hex digest when the source gives one
     mirrors   other URLs serving the same bytes (MDTP uses them)
     mtime     seconds since the epoch, when known
+    ranges    the source said its server honours Range (``Accept-Ranges: bytes`` on HEAD)
     """
 
     url: str
@@ -29,6 +30,7 @@ class FileSpec:
     sha256: str | None = None
     mirrors: list[str] = field(default_factory=list)
     mtime: float | None = None
+    ranges: bool = False
 
 
 @dataclass(slots=True)

@@ -55,9 +55,12 @@ class Run:
                       if p.name.endswith((PART_SUFFIX, JOURNAL_SUFFIX)))
 
 
-def spec(server: FakeServer, path: str, *, sized: bool = True, sha256: str | None = None) -> FileSpec:
+def spec(server: FakeServer, path: str, *, sized: bool = True, sha256: str | None = None,
+         ranges: bool = True) -> FileSpec:
+    """The file as discovery describes it; ``ranges``: as a HEAD with ``Accept-Ranges: bytes`` says
+    (False: as a listing does, which says nothing about Range)."""
     return FileSpec(url=server.url(path), relpath=path.lstrip("/"),
-                    size=len(server.files[path]) if sized else None, sha256=sha256)
+                    size=len(server.files[path]) if sized else None, sha256=sha256, ranges=ranges)
 
 
 def fetch(server: FakeServer, tmp_path: Path, specs: list[FileSpec], params: Params = ONE,

@@ -314,7 +314,9 @@ class _Discovery:
             else:
                 self.warn(f"ignoring mirror {mirror} for {source}: with several sources a mirror must be "
                           "a directory URL (ending in '/')")
-        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors), source)
+        ranges = res.status == 200 and "bytes" in res.headers.get("accept-ranges", "").lower()
+        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors, ranges=ranges),
+                 source)
 
     # -- directories -----------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from dtune.engine.outcomes import (
     Failure,
     FileChanged,
     Finished,
+    RangeHonoured,
     RangeIgnored,
     Redirected,
     ReplicaHealth,
@@ -108,6 +109,7 @@ class Engine:
         self.health = ReplicaHealth(replicas, self.options)
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
+        self.scheduler.ranges_ok = {f.replicas[0].origin for f in self.files if f.spec.ranges}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.acct: Accounting | None = None
         self._lane_ids = 0
@@ -402,8 +404,12 @@ class Engine:
             self._job_failed(job, what.error)
         elif isinstance(what, SizeLearned):
             self._learn_size(job.file, what.size, job)
+        elif isinstance(what, RangeHonoured):
+            if job.origin not in self.scheduler.ranges_ok:
+                self.scheduler.ranges_ok.add(job.origin)
+                self.wake_idle()  # lanes that waited for the first answer of a split file
         elif isinstance(what, RangeIgnored):
-            self._to_single_stream(job.file, job)
+            self._to_single_stream(job.file, job, what.partial)
         elif isinstance(what, FileChanged):
             self._restart_file(job.file, what.reason)
         elif isinstance(what, Redirected):
@@ -428,6 +434,13 @@ class Engine:
                                       now - max(job.t_sent, lane.last_done), now)
         lane.last_done = now
         self.health.ok(job.replica)
+        conn = lane.conn
+        if conn is not None and conn.server_closes and conn.origin not in self.scheduler.no_pipeline:
+            # requests pipelined behind an answer the server closes after are lost, and a reset
+            # can take the unsent end of that answer with it: one request at a time to it
+            self.scheduler.no_pipeline.add(conn.origin)
+            self._emit("warning", reason=f"{conn.origin} closes the connection after each answer: "
+                                         f"one request at a time to it")
         if f.full_job is job:
             f.full_job = None
         self._release(job)
@@ -507,10 +520,15 @@ class Engine:
         self.acct.partition_totals[f.partition][0] += size
         self._wake_partition(f)
 
-    def _to_single_stream(self, f: FileState, job: RangeJob) -> None:
+    def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool) -> None:
         if f.stream_whole(job):
             self._emit("retry", file=f.relpath, attempt=0, delay=0,
                        reason=f"{f.relpath}: server ignores Range requests; fetching it as one stream")
+        if partial and job.origin not in self.scheduler.no_ranges:
+            # its other files are asked whole from the start: each range would bring the whole file
+            self.scheduler.no_ranges.add(job.origin)
+            self._emit("warning", reason=f"{job.origin} ignores Range requests: each of its files is "
+                                         f"fetched as one stream")
 
     def _redirect(self, job: RangeJob, location: str) -> None:
         job.file.follow_redirect(job.replica, job.url, location, self.options.max_redirects)

@@ -70,6 +70,7 @@ class FileState:
         self.not_before = 0.0               # backoff: no request before this engine time
         self.redirects = 0
         self.single_stream = False          # server ignores Range: whole-file GETs only
+        self.ranges_seen = False            # a 206 for this file has arrived
         self.full_job = None                # the whole-file response currently streaming
         self.probing = False                # a first request is learning the size
         self.validators: Validators | None = None          # the primary's: recorded in the journal

@@ -6,7 +6,10 @@ response reveals as they arrive, and how the request ended:
     report               action
     -------------------  ---------------------------------------------------------------
     SizeLearned(n)       the file is n bytes: plan its ranges
-    RangeIgnored         single stream: the server ignores Range, whole-file GETs only
+    RangeIgnored         single stream: the server ignores Range, whole-file GETs only; its
+                         origin is learnt, so that its other split files start as one stream
+    RangeHonoured        the first 206 of a file: its origin honours Range, so split files
+                         on it may have several ranges in flight before their first answer
     FileChanged(why)     RestartFile (every byte forgotten), or FailFile after max_restarts
     Redirected(url)      the replica's URL moves there, or FailFile after max_redirects
     WrongReplica(why)    a mirror serves another size: never used for this file again, its
@@ -50,7 +53,16 @@ class SizeLearned:
 
 @dataclass(slots=True)
 class RangeIgnored:
-    pass
+    """200 to a Range request. ``partial``: the range asked for was less than the whole file, so the
+    server really ignores Range (a 200 to a range covering all of a file, or of an empty one, may
+    be its right answer)."""
+
+    partial: bool = True
+
+
+@dataclass(slots=True)
+class RangeHonoured:
+    """The first 206 of a file: its origin honours Range (sent once per file)."""
 
 
 @dataclass(slots=True)
@@ -79,7 +91,7 @@ class Failed:
     error: Exception
 
 
-Report = SizeLearned | RangeIgnored | FileChanged | Redirected | WrongReplica | Finished | Failed
+Report = SizeLearned | RangeIgnored | RangeHonoured | FileChanged | Redirected | WrongReplica | Finished | Failed
 
 
 # ---- actions: what the engine does -------------------------------------------------------------

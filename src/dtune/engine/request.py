@@ -22,6 +22,7 @@ from dtune.engine.outcomes import (
     Failed,
     FileChanged,
     Finished,
+    RangeHonoured,
     RangeIgnored,
     Redirected,
     Report,
@@ -195,6 +196,9 @@ class RangeJob:
         if f.size is None:
             self.end = end
             self.report(self, SizeLearned(total))
+        if not f.ranges_seen:
+            f.ranges_seen = True
+            self.report(self, RangeHonoured())
         self._open()
         return True
 
@@ -211,7 +215,9 @@ class RangeJob:
             if f.full_job is not None and f.full_job is not self:
                 self.superseded = True  # another response already streams the whole file
                 raise ProtocolError(f"{f.relpath}: duplicate whole-file response")
-            self.report(self, RangeIgnored())
+            whole = size if size is not None else f.size
+            self.report(self, RangeIgnored(partial=self.ranged and (
+                self.start > 0 or (whole is not None and self.end is not None and self.end < whole))))
         if f.size is None and size is not None:
             self.report(self, SizeLearned(size))
         self.start = self.first = self.pos = self.journaled = 0

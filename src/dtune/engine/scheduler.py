@@ -143,6 +143,9 @@ class Scheduler:
         self.remaining: int | None = None
         self.lanes_per_replica: dict[int, int] = {}
         self.rtt: float | None = None   # the path's RTT, refreshed by the engine (one-source endgame)
+        self.no_ranges: set = set()     # origins seen to ignore Range: their files go as one stream
+        self.ranges_ok: set = set()     # origins seen (or said by HEAD) to honour Range
+        self.no_pipeline: set = set()   # origins that close after each answer: pp 1
         self._group_ids = 0
 
     @property
@@ -159,6 +162,8 @@ class Scheduler:
         ``pp × its throughput / the fastest's``, at least 1.
         """
         pp = lane.group.partition.params.pp
+        if self.no_pipeline and lane.conn is not None and lane.conn.origin in self.no_pipeline:
+            return 1
         if not self.multi_replica:
             return pp
         share = self.policy.share(lane.replica)
@@ -174,7 +179,7 @@ class Scheduler:
         if self.paused.get(replica, 0.0) > now:
             return None
         for f in group.files:
-            if f.not_before > now or not f.has_work() or not f.serves(replica):
+            if f.not_before > now or not f.has_work() or not f.serves(replica) or self.unproven(f, lane):
                 continue
             if (lane.id in f.lanes or len(f.lanes) < p) and self.admits(lane, f, now):
                 if self.ranges_full(f, lane):
@@ -190,6 +195,14 @@ class Scheduler:
         f.group = group
         group.files.append(f)
         return self.carve(f, lane, now)
+
+    def unproven(self, f: FileState, lane: Lane) -> bool:
+        """Is ``f`` a split file with a first request out to an origin not yet known to honour
+        Range? Its other ranges wait for that answer: from a server that ignores Range, each
+        would bring the whole file (python -m http.server)."""
+        return (f.in_flight > 0 and not f.ranges_seen and not f.single_stream and not f.done
+                and f.size is not None and f.size > self.options.split_threshold
+                and f.replicas[lane.replica].origin not in self.ranges_ok)
 
     def ranges_full(self, f: FileState, lane: Lane) -> bool:
         """Does ``lane`` already hold ``range_pipeline`` ranges of the split file ``f``?"""
@@ -217,6 +230,9 @@ class Scheduler:
     def carve(self, f: FileState, lane: Lane, now: float) -> Piece:
         """Take the next piece of ``f`` for ``lane``: a size probe, the whole file, or a range."""
         opts = self.options
+        if (self.no_ranges and f.size is not None and f.size > opts.split_threshold and not f.single_stream
+                and not f.done and f.in_flight == 0 and f.replicas[lane.replica].origin in self.no_ranges):
+            f.single_stream = True  # learnt once per origin: ranges would each bring the whole file
         if f.size is None:
             f.probing = True
             piece = Piece(f, 0, opts.first_range, ranged=True)
@@ -279,7 +295,8 @@ class Scheduler:
                 continue
             for f in group.files:
                 if f.not_before <= now and f.has_work() and f.serves(lane.replica) \
-                        and not self.ranges_full(f, lane) and self.admits(lane, f, now):
+                        and not self.unproven(f, lane) and not self.ranges_full(f, lane) \
+                        and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
             return None

@@ -98,6 +98,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
         self.last_activity = loop.time()
+        self.server_closes = False   # an answer said the server closes after it
         self.head_started: float | None = None  # a response head is being read since then
         self.floor_mark: tuple[float, int] | None = None  # (time, bytes_in): the speed-floor window
         self.bytes_in = 0
@@ -238,6 +239,7 @@ class Connection(asyncio.Protocol):
         headers = self._headers
         if not self._parser.should_keep_alive():
             self._closing = True
+            self.server_closes = True  # HTTP/1.0 or Connection: close: requests behind this one are lost
         self._close_delimited = ("content-length" not in headers
                                  and "chunked" not in headers.get("transfer-encoding", "").lower()
                                  and status not in (204, 304))

@@ -28,8 +28,9 @@ OPTS = EngineOptions(split_threshold=256 * KIB, min_range=64 * KIB, max_range=51
                      first_range=64 * KIB, steal_min=64 * KIB)
 
 
-def file_state(i: int, size: int | None, *, mirrors: int = 0, part: str = "all") -> FileState:
-    spec = FileSpec(url=f"http://a.test/f{i}", relpath=f"f{i}", size=size,
+def file_state(i: int, size: int | None, *, mirrors: int = 0, part: str = "all", ranges: bool = True) -> FileState:
+    """``ranges``: the source said its server honours Range (a HEAD's Accept-Ranges)."""
+    spec = FileSpec(url=f"http://a.test/f{i}", relpath=f"f{i}", size=size, ranges=ranges,
                     mirrors=[f"http://m{r}.test/f{i}" for r in range(1, mirrors + 1)])
     f = FileState(i, spec, Path(f"/nonexistent/f{i}"), part)
     f.plan()
@@ -43,6 +44,7 @@ def setup(params: Params, files: list[FileState], *, policy: object = None,
     part.queue.extend(files)
     replicas = max((len(f.replicas) for f in files), default=1)
     sched = Scheduler(options, policy=policy, replicas=replicas)
+    sched.ranges_ok = {f.replicas[0].origin for f in files if f.spec.ranges}  # as the engine seeds it
     shape = sched.reshape(part)
     ids = iter(range(1000))
     for group, replica in shape.start:
@@ -108,6 +110,27 @@ def test_a_lane_holds_at_most_range_pipeline_ranges_of_one_split_file():
     assert lane.outstanding == 2 and part.queue[0] is small       # … nor pull in another file
     release(f, lane)
     assert sched.next(lane, now=0.0).file is f                    # one ended: the next range
+
+
+def test_a_split_file_on_an_origin_not_known_to_honour_range_waits_for_its_first_answer():
+    big, other = file_state(0, 64 * MIB, ranges=False), file_state(1, 64 * MIB, ranges=False)
+    sched, part = setup(Params(1, 2, 2), [big, other])
+    a, b = lanes(part)
+    first = sched.next(a, now=0.0)
+    assert first.file is big and first.ranged
+    assert sched.next(a, now=0.0).file is other    # not a second range of big: the lane starts another file
+    assert sched.next(b, now=0.0) is None           # each has its one range out: nothing more until answers
+    sched.ranges_ok.add(big.replicas[0].origin)    # a 206 came (RangeHonoured)
+    assert sched.next(b, now=0.0).file is big
+
+
+def test_an_origin_that_ignores_range_has_its_other_split_files_asked_whole():
+    f = file_state(0, 64 * MIB, ranges=False)
+    sched, part = setup(Params(1, 2, 2), [f])
+    sched.no_ranges.add(f.replicas[0].origin)
+    piece = sched.next(lanes(part)[0], now=0.0)
+    assert not piece.ranged and (piece.start, piece.end) == (0, 64 * MIB) and f.single_stream
+    assert sched.next(lanes(part)[1], now=0.0) is None
 
 
 def test_a_large_file_is_cut_into_tapering_ranges_that_cover_it_once():
