@@ -110,6 +110,7 @@ class Engine:
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
         self.scheduler.ranges_ok = {f.replicas[0].origin for f in self.files if f.spec.ranges}
+        self.origin_alive: dict[Origin, float] = {}  # origin → when it last sent bytes (ticks, answers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.acct: Accounting | None = None
         self._lane_ids = 0
@@ -373,7 +374,9 @@ class Engine:
         try:
             conn = await self._open(origin, timeout=self.options.connect_timeout)
         except HTTPError as exc:
-            self._report(job, Failed(HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable)))
+            failure = HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable)
+            failure.network = getattr(exc, "network", False)  # type: ignore[attr-defined]
+            self._report(job, Failed(failure))
             return False
         self.acct.add_rtt(self.now() - started)
         lane.conn = conn
@@ -434,6 +437,7 @@ class Engine:
                                       now - max(job.t_sent, lane.last_done), now)
         lane.last_done = now
         self.health.ok(job.replica)
+        self.origin_alive[job.origin] = now
         conn = lane.conn
         if conn is not None and conn.server_closes and conn.origin not in self.scheduler.no_pipeline:
             # requests pipelined behind an answer the server closes after are lost, and a reset
@@ -447,6 +451,15 @@ class Engine:
         if f.probing and f.size is not None:
             f.probing = False
         self._settle(f)
+
+    def _quiet(self, origin: Origin, now: float, exc: Exception) -> float | None:
+        """Seconds ``origin`` has sent nothing on any connection, when ``exc`` is a network failure
+        (no connection, a stall, a lost connection) and the origin did send bytes earlier in this
+        transfer: an outage of the path or the server, not a fault of the file. None otherwise."""
+        if not getattr(exc, "network", False):
+            return None
+        alive = self.origin_alive.get(origin)
+        return None if alive is None else now - alive
 
     def _settle(self, f: FileState) -> None:
         """Commit a file once all its bytes are on disk and no request for it is out."""
@@ -476,7 +489,7 @@ class Engine:
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
-                       failures=f.failures,
+                       failures=f.failures, quiet=self._quiet(job.origin, now, exc),
                        replica=job.replica if len(f.replicas) > 1 else None)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)

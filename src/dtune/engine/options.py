@@ -58,6 +58,12 @@ class EngineOptions:
     backoff_jitter: float = 0.25      # each delay is scaled by a random factor in [1 - j, 1 + j], so that
                                       # files failing together do not all come back at the same instant
     retry_after_max: float = 300.0    # longest Retry-After we honour
+    outage_grace: float = 3.0         # an origin that served bytes and then sent nothing on any connection
+                                      # for longer than this is in an outage (the path or the server went
+                                      # away): a network failure then costs its file no retry …
+    outage_timeout: float = 300.0     # … for up to this long (a link that flaps, a server that restarts);
+                                      # after it, failures count again and the files fail after --retries
+    outage_retry_max: float = 5.0     # seconds between tries during an outage: back within 5 s of the path
     max_redirects: int = 5
     max_restarts: int = 3             # the file changed on the server this often: give up on it
     small_error_body: int = 1 * MIB   # an unwanted body up to this size is read and dropped to keep the

@@ -24,6 +24,9 @@ response reveals as they arrive, and how the request ended:
           of another request before this one was answered) .... Requeue, no penalty
         several replicas, another one in service .............. Requeue (the replica's
           failure is counted; N in a row pause it, doubling) .. + its pause
+        a network failure from an origin silent on every
+          connection for outage_grace < s < outage_timeout .... Retry every few seconds,
+                                                                not counted (an outage)
         otherwise ............................................. Retry after a backoff
                                                                 (Retry-After honoured),
                                                                 FailFile after ``retries``
@@ -143,6 +146,8 @@ class Failure:
     gained: bool = False      # the request wrote bytes before it failed
     failures: int = 0         # the file's consecutive failures before this one
     replica: int | None = None  # the request's replica, when the file has several
+    quiet: float | None = None  # a network failure (no connection, a stall, a lost connection) from
+                                # an origin that served bytes earlier: seconds it has sent nothing
 
 
 def permanent(error: Exception) -> bool:
@@ -168,6 +173,11 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         pause = health.failed(fail.replica, now)
         if health.others_serving(fail.replica, now):
             return Requeue(pause, penalised=True)  # another replica can take these bytes now
+    if fail.quiet is not None and options.outage_grace < fail.quiet < options.outage_timeout:
+        # every connection of an origin that was serving went silent: an outage, not this file's
+        # fault. Wait it out without counting, trying again every few seconds
+        delay = min(options.outage_retry_max, backoff(fail.failures + 1, None, options, jitter))
+        return Retry(delay, fail.failures, pause)
     failures = (0 if fail.gained else fail.failures) + 1
     if failures > options.retries:
         return FailFile(f"{fail.error} (gave up after {options.retries} retries)", penalised=True,

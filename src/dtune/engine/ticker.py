@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 class StallError(HTTPError):
     """No byte arrived on a busy connection for ``stall_timeout`` seconds."""
 
+    network = True
+
 
 class HeadTimeout(HTTPError):
     """A response's status line and headers took longer than ``header_timeout`` seconds."""
@@ -102,6 +104,9 @@ def check_connections(engine: Engine, now: float) -> None:
         conn = lane.conn
         if conn is None:
             continue
+        if conn.bytes_in != conn.seen_bytes:
+            conn.seen_bytes = conn.bytes_in
+            engine.origin_alive[conn.origin] = now
         if not conn.in_flight:
             conn.floor_mark = None
             continue

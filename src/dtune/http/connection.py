@@ -76,6 +76,14 @@ class FutureExchange:
 class ConnectionClosed(HTTPError):
     """The connection ended before this exchange's response was complete."""
 
+    network = True   # the path or the server went away, not an answer about this file
+
+
+class Unreachable(HTTPError):
+    """A connection to the origin could not be opened (refused, unreachable, timed out, no name)."""
+
+    network = True
+
 
 class _Abandoned(Exception):
     """Raised inside a parser callback to stop parsing a body nobody wants."""
@@ -99,6 +107,7 @@ class Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         self.last_activity = loop.time()
         self.server_closes = False   # an answer said the server closes after it
+        self.seen_bytes = 0          # bytes_in at the engine's last tick
         self.head_started: float | None = None  # a response head is being read since then
         self.floor_mark: tuple[float, int] | None = None  # (time, bytes_in): the speed-floor window
         self.bytes_in = 0
@@ -300,9 +309,9 @@ async def open_connection(origin: Origin, *, timeout: float,
                                    ssl=ctx),
             timeout)
     except TimeoutError:
-        raise HTTPError(f"{origin}: connect timed out after {timeout:g} s") from None
+        raise Unreachable(f"{origin}: connect timed out after {timeout:g} s") from None
     except OSError as exc:
-        raise HTTPError(f"{origin}: cannot connect ({exc.strerror or exc})") from None
+        raise Unreachable(f"{origin}: cannot connect ({exc.strerror or exc})") from None
     except ssl.SSLError as exc:
         raise HTTPError(f"{origin}: TLS failed ({exc.reason or exc})", retryable=False) from None
     return conn

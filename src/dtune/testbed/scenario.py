@@ -92,8 +92,8 @@ def check_link_values(*, rate_mbit: float | None = None, rtt_ms: float | None = 
         raise DtuneError(f"link: rtt_ms must be between 0 and 60000, got {rtt_ms}")
     if queue_kb is not None and not queue_kb > 0:
         raise DtuneError(f"link: queue_kb must be > 0, got {queue_kb}")
-    if loss is not None and not 0 <= loss < 1:
-        raise DtuneError(f"link: loss is a fraction between 0 and 1 (0.01 = 1 %), got {loss}")
+    if loss is not None and not 0 <= loss <= 1:  # 1: the link is down (an outage)
+        raise DtuneError(f"link: loss is a fraction between 0 and 1 (0.01 = 1 %, 1: down), got {loss}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,3 +135,25 @@ def test_statuses_without_data_are_retryable_or_permanent(status: int, retryable
     err = status_error(status, what="bytes 0-9 of a.bin", relpath="a.bin", size=10, retry_after=2.0)
     assert (err.status, err.retryable, str(err)) == (status, retryable, text)
     assert err.retry_after == (2.0 if retryable else None)
+
+
+NETWORK = HTTPError("a.bin: http://h: connect timed out after 15 s")
+
+
+@pytest.mark.parametrize(("quiet", "failures", "want"), [
+    (20.0, 3, Retry(4.0, 3)),          # an outage: not counted, back within outage_retry_max
+    (20.0, 0, Retry(0.5, 0)),
+    (10.0, 8, Retry(5.0, 8)),          # capped at outage_retry_max
+    (1.0, 3, FailFile(f"{NETWORK} (gave up after 3 retries)", penalised=True)),   # the origin is up
+    (400.0, 3, FailFile(f"{NETWORK} (gave up after 3 retries)", penalised=True)),  # too long: counted
+    (None, 3, FailFile(f"{NETWORK} (gave up after 3 retries)", penalised=True)),   # never served
+])
+def test_a_network_failure_while_a_serving_origin_is_silent_is_an_outage_and_costs_no_retry(
+        quiet: float | None, failures: int, want: object) -> None:
+    assert after_failure(Failure(NETWORK, failures=failures, quiet=quiet), OPTS) == want
+
+
+def test_an_outage_on_one_replica_still_moves_its_bytes_to_another() -> None:
+    health = ReplicaHealth(2, OPTS)
+    got = after_failure(Failure(NETWORK, replica=1, quiet=20.0), OPTS, health=health, now=0.0)
+    assert got == Requeue(None, penalised=True)
