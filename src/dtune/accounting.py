@@ -91,6 +91,8 @@ class Snapshot:
     connections: int           # open now
     rtt: float | None          # seconds, median of recent connect times
     rtt_live: float | None = None  # seconds, median kernel RTT of the connections in use (TCP_INFO)
+    stalled: bool = False      # requests are out and no origin has sent a byte for a while (an outage,
+                               # a stall): no measure of how many connections the path needs
     partitions: dict[str, PartitionView] = field(default_factory=dict)
     origins: dict[str, OriginView] = field(default_factory=dict)
     # energy so far, when a meter runs: {"joules", "watts", "kind": "measured"|"estimated"}
@@ -127,6 +129,7 @@ class Accounting:
         self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (origin, partition) → [bytes, requests]
         self.open_connections = 0
         self.rtt_live: float | None = None  # refreshed by the engine at each control tick
+        self.stalled = False                # … and so is this
 
     # ---- registration (engine) -------------------------------------------
     def meter(self, origin: str, partition: str) -> Meter:
@@ -200,4 +203,4 @@ class Accounting:
             files_total=self.files_total, files_done=self.files_done,
             files_skipped=self.files_skipped, files_failed=self.files_failed,
             retries=self.retries, connections=self.open_connections, rtt=rtt,
-            rtt_live=self.rtt_live, partitions=parts, origins=origins)
+            rtt_live=self.rtt_live, stalled=self.stalled, partitions=parts, origins=origins)

@@ -65,11 +65,13 @@ from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
-from dtune.engine.ticker import run_ticker
+from dtune.engine.ticker import StallError, run_ticker
 from dtune.errors import DiskError, HTTPError, RangeCut
 from dtune.http.connection import Connection, open_connection
 from dtune.http.message import Origin
 from dtune.params import Params
+
+PROBE_INTERVAL = 2.0   # seconds between outage probes of one origin, and each probe's connect timeout
 
 if TYPE_CHECKING:
     from dtune.tuners.base import RangePolicy
@@ -111,6 +113,9 @@ class Engine:
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
         self.scheduler.ranges_ok = {f.replicas[0].origin for f in self.files if f.spec.ranges}
         self.origin_alive: dict[Origin, float] = {}  # origin → when it last sent bytes (ticks, answers)
+        self._probing: set[Origin] = set()           # origins with an outage probe out
+        self._probe_after: dict[Origin, float] = {}
+        self._probe_tasks: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.acct: Accounting | None = None
         self._lane_ids = 0
@@ -185,6 +190,8 @@ class Engine:
         finally:
             ticker.cancel()
             committer.cancel()
+            for task in list(self._probe_tasks):
+                task.cancel()
             await self._shutdown()
         acct.tick(self.now())
         result = TransferResult(snapshot=self.snapshot())
@@ -451,6 +458,32 @@ class Engine:
         if f.probing and f.size is not None:
             f.probing = False
         self._settle(f)
+
+    def probe_outage(self, origin: Origin, silent: list) -> None:
+        """Try a new connection to ``origin`` (at most one probe at a time, one every 2 s); if it
+        goes through, the path is back: drop the ``silent`` connections so that their ranges are
+        asked again at once, instead of waiting for TCP's backed-off retransmission."""
+        if origin in self._probing or self.now() < self._probe_after.get(origin, 0.0):
+            return
+        self._probing.add(origin)
+        self._probe_after[origin] = self.now() + PROBE_INTERVAL
+        task = asyncio.create_task(self._probe(origin, silent))
+        self._probe_tasks.add(task)
+        task.add_done_callback(self._probe_tasks.discard)
+
+    async def _probe(self, origin: Origin, silent: list) -> None:
+        try:
+            conn = await self._open(origin, timeout=PROBE_INTERVAL)
+        except HTTPError:
+            return  # still down
+        finally:
+            self._probing.discard(origin)
+        conn.close()
+        now = self.now()
+        for c in silent:
+            if c.usable and now - c.last_activity > self.options.outage_probe:
+                c.close(StallError(f"{origin}: no data for {now - c.last_activity:.0f} s, and a new "
+                                   f"connection went through"))
 
     def _quiet(self, origin: Origin, now: float, exc: Exception) -> float | None:
         """Seconds ``origin`` has sent nothing on any connection, when ``exc`` is a network failure

@@ -64,6 +64,12 @@ class EngineOptions:
     outage_timeout: float = 300.0     # … for up to this long (a link that flaps, a server that restarts);
                                       # after it, failures count again and the files fail after --retries
     outage_retry_max: float = 5.0     # seconds between tries during an outage: back within 5 s of the path
+    outage_probe: float = 5.0         # a connection silent this long in the middle of a body, from an
+                                      # origin silent on every connection, is probed for: a new
+                                      # connection is tried every 2 s, and once one goes through the
+                                      # silent ones are dropped and their ranges asked again. After an
+                                      # outage TCP's own retransmission timer has backed off to tens of
+                                      # seconds (a 20 s outage on the testbed: 10 s more of nothing)
     max_redirects: int = 5
     max_restarts: int = 3             # the file changed on the server this often: give up on it
     small_error_body: int = 1 * MIB   # an unwanted body up to this size is read and dropped to keep the

@@ -50,6 +50,7 @@ async def run_ticker(engine: Engine) -> None:
         now = engine.now()
         acct.rtt_live = live_rtt(engine)
         engine.scheduler.rtt = acct.rtt_live or acct.rtt_median()
+        acct.stalled = note_alive(engine, now, max(STALLED_MIN, STALLED_RTTS * (engine.scheduler.rtt or 0.0)))
         if engine.control_listeners:
             snap = acct.snapshot(now)
             for listener in list(engine.control_listeners):
@@ -72,6 +73,7 @@ async def run_ticker(engine: Engine) -> None:
                 if not lane.retiring:
                     lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
             engine.scheduler.lanes_per_replica = lanes
+        note_alive(engine, now, 0.0)
         check_connections(engine, now)
         if not engine.scheduler.multi_replica and engine.options.endgame:
             snap = snap or acct.snapshot(now)
@@ -89,6 +91,26 @@ async def run_ticker(engine: Engine) -> None:
                 await asyncio.to_thread(lambda fs=large: [f.write_back() for f in fs])
 
 
+STALLED_MIN = 1.0    # s: requests out and nothing from any origin for this long (or 3 RTTs) is a stall
+STALLED_RTTS = 3.0
+
+
+def note_alive(engine: Engine, now: float, quiet: float) -> bool:
+    """Mark the origins whose connections brought bytes since the last call; True when requests are
+    out and no origin has sent anything for ``quiet`` seconds (the transfer is stalled)."""
+    busy = False
+    alive = engine.origin_alive
+    for lane in engine.lanes():
+        conn = lane.conn
+        if conn is None:
+            continue
+        if conn.bytes_in != conn.seen_bytes:
+            conn.seen_bytes = conn.bytes_in
+            alive[conn.origin] = now
+        busy = busy or bool(conn.in_flight)
+    return busy and bool(alive) and now - max(alive.values()) > quiet
+
+
 def live_rtt(engine: Engine) -> float | None:
     """Median of the kernel's RTT estimates over the connections that are receiving."""
     rtts = [r for lane in engine.lanes() if lane.conn is not None and lane.conn.in_flight
@@ -100,18 +122,21 @@ def check_connections(engine: Engine, now: float) -> None:
     """Drop busy connections that stalled, whose response head is too slow, or below the floor."""
     opts = engine.options
     stall, head, floor, window = opts.stall_timeout, opts.header_timeout, opts.speed_limit, opts.speed_time
+    silent: dict = {}   # origin → its connections silent mid-body while the origin says nothing
     for lane in engine.lanes():
         conn = lane.conn
         if conn is None:
             continue
-        if conn.bytes_in != conn.seen_bytes:
-            conn.seen_bytes = conn.bytes_in
-            engine.origin_alive[conn.origin] = now
         if not conn.in_flight:
             conn.floor_mark = None
             continue
         if now - conn.last_activity > stall:
             conn.close(StallError(f"{conn.origin}: no data for {stall:g} s"))
+            continue
+        if (now - conn.last_activity > opts.outage_probe and conn.current is not None
+                and conn.head_started is None
+                and now - engine.origin_alive.get(conn.origin, now) > opts.outage_probe):
+            silent.setdefault(conn.origin, []).append(conn)
         elif conn.head_started is not None and now - conn.head_started > head:
             conn.close(HeadTimeout(f"{conn.origin}: response headers took longer than {head:g} s "
                                    f"(--header-timeout)"))
@@ -126,3 +151,5 @@ def check_connections(engine: Engine, now: float) -> None:
                                        f"speed limit of {floor} B/s (--speed-limit, --speed-time)"))
                 else:
                     conn.floor_mark = (now, conn.bytes_in)
+    for origin, conns in silent.items():
+        engine.probe_outage(origin, conns)

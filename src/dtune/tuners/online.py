@@ -187,9 +187,14 @@ class OnlineSearch:
         return per >= self.k.window_limited * self.window / max(rtt, 1e-4)
 
     def observe(self, now: float, nbytes: int, rtt: float | None, *, connections: int | None = None,
-                seconds_left: float | None = None) -> Step | None:
+                seconds_left: float | None = None, stalled: bool = False) -> Step | None:
         """Feed the bytes written so far at ``now`` (and the connections open); a ``Step`` when the
-        search moves. A window starts only once the open connections match the count it judges."""
+        search moves. A window starts only once the open connections match the count it judges.
+        ``stalled``: nothing arrives from anywhere (an outage): the window being measured is
+        dropped, and measuring starts afresh once bytes flow and the connections have settled."""
+        if stalled:
+            self._mark, self._rtts, self._changed_at, self._converged_at, self._off = None, [], None, None, 0
+            return None
         rtt = rtt or self.k.default_rtt
         if self._changed_at is None:
             self._changed_at = now
@@ -524,7 +529,8 @@ class OnlineTuner(Tuner):
             if snap.bytes_total is not None and snap.rate > 0:
                 left = max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes) / snap.rate
             step = self.search_.observe(now, snap.bytes, snap.rtt_live or snap.rtt or self.rtt_,
-                                        connections=snap.connections, seconds_left=left)
+                                        connections=snap.connections, seconds_left=left,
+                                        stalled=snap.stalled)
             if step is not None:
                 reasons.append(step.reason)
                 event = step.event
