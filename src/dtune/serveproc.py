@@ -1,10 +1,11 @@
 """Start ``dtune serve`` as a child process and learn its URL from its banner (demo, bench, tests).
 
-``dtune serve`` prints one line, ``serving DIR on http://HOST:PORT/``, once
-it listens (``--port 0`` picks a free port, so the line is the only place the
-port is known). ``ServerProcess`` starts the child in a session of its own,
-reads stdout until that line appears (or the child exits, or the timeout
-passes) and, on ``close()``, stops the whole process group.
+``dtune serve`` prints one line, ``serving DIR on http://HOST:PORT/`` (or
+``https://`` with ``--tls-cert``), once it listens (``--port 0`` picks a free
+port, so the line is the only place the port is known). ``ServerProcess``
+starts the child in a session of its own, reads stdout until that line
+appears (or the child exits, or the timeout passes) and, on ``close()``,
+stops the whole process group.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit
 from dtune.errors import DtuneError
 from dtune.procgroup import stop_group
 
-BANNER = re.compile(r"serving .* on (http://\S+/)")
+BANNER = re.compile(r"serving .* on (https?://\S+/)")
 # `python -m dtune` of the running interpreter: the dtune under test, not whatever is on PATH.
 DTUNE = (sys.executable, "-m", "dtune")
 # Starting Python, importing the server and binding takes well under a second;
@@ -56,15 +57,17 @@ class ServerProcess:
 
     ``prefix`` goes before the command (``ip netns exec NS``, ``taskset``);
     ``command`` is how dtune is run (default: this interpreter's ``-m dtune``);
-    ``extra`` are more ``dtune serve`` flags. stderr goes to ``stderr`` (a file)
-    or, by default, to a pipe whose text a failed start reports.
+    ``extra`` are more ``dtune serve`` flags; ``quiet=False`` keeps the access
+    log. stderr goes to ``stderr`` (a file) or, by default, to a pipe whose
+    text a failed start reports.
     """
 
     def __init__(self, directory: str, *, host: str = "127.0.0.1", port: int = 0,
                  extra: Sequence[str] = (), prefix: Sequence[str] = (), timeout: float = START_TIMEOUT_S,
                  command: Sequence[str] = DTUNE, env: Mapping[str, str] | None = None,
-                 stderr: IO[Any] | None = None, grace: float = STOP_GRACE_S) -> None:
-        self.cmd = [*prefix, *command, "serve", directory, "--host", host, "--port", str(port), "--quiet", *extra]
+                 stderr: IO[Any] | None = None, grace: float = STOP_GRACE_S, quiet: bool = True) -> None:
+        self.cmd = [*prefix, *command, "serve", directory, "--host", host, "--port", str(port),
+                    *(["--quiet"] if quiet else []), *extra]
         self.timeout = timeout
         self.env = None if env is None else dict(env)
         self.stderr_file = stderr
@@ -78,7 +81,7 @@ class ServerProcess:
 
     @property
     def origin(self) -> str:
-        """``http://HOST:PORT`` of the running server ("" before it started)."""
+        """``http://HOST:PORT`` (``https://`` with TLS) of the running server ("" before it started)."""
         return self.url.removesuffix("/")
 
     def running(self) -> bool:

@@ -12,7 +12,9 @@ them at its **documented defaults** (``docs/server.md``, ``ServerConfig``):
 * a request head must be complete within 20 s of its first byte (slowloris:
   one byte a second is cut off, RST), an idle keep-alive connection is closed
   after 30 s, a connection that never sends a byte counts as idle;
-* ``--max-connections``: one more client is answered 503 + ``Retry-After: 1``;
+* ``--max-connections``: one more client is answered 503 + ``Retry-After: 1``
+  while every place is answering a request, and takes the place of a
+  connection unused for a second or more otherwise (``places.py``);
 * malformed requests get 400 and a close, while other clients carry on.
 
 The two deadlines are watched in the background from the moment the module's
@@ -240,9 +242,14 @@ def test_request_size_limits_hold_exactly_at_their_documented_values(
 
 
 # ---- connections --------------------------------------------------------------------------------------
+BUSY_BYTES = 64 << 20  # a body no socket buffer holds: its answer stays in progress while nobody reads
+
+
 @pytest.fixture(scope="module")
 def small_server() -> Iterator[DtuneServe]:
     box, root = make_box(TOKEN, PUBLIC)
+    with open(root / "busy.bin", "wb") as f:
+        f.truncate(BUSY_BYTES)
     try:
         with DtuneServe(root, "--max-connections", "4") as serve:
             yield serve
@@ -253,9 +260,10 @@ def small_server() -> Iterator[DtuneServe]:
 def test_one_connection_over_max_connections_gets_503_and_a_freed_slot_is_reused(small_server: DtuneServe) -> None:
     held = [connect(small_server.port) for _ in range(4)]
     try:
-        for sock in held:  # each is being served
-            sock.sendall(request("/public.txt"))
-            assert PUBLIC in sock.recv(65536)
+        for sock in held:  # each is being served, and its answer is in progress (it does not read)
+            sock.sendall(request("/busy.bin"))
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+        time.sleep(1.2)  # longer than reclaim_after: but a place answering a request is never taken
         with connect(small_server.port) as extra:
             extra.sendall(request("/public.txt"))
             data, closed = read_until_closed(extra, 5)
@@ -268,6 +276,30 @@ def test_one_connection_over_max_connections_gets_503_and_a_freed_slot_is_reused
                 break
             time.sleep(0.05)
         assert status_of(data) == 200 and body_of(data) == PUBLIC
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_request_over_max_connections_takes_the_place_unused_for_longest_after_a_second(
+        small_server: DtuneServe) -> None:
+    time.sleep(0.2)  # the server has noticed the closes of the test before
+    held = [connect(small_server.port) for _ in range(4)]
+    try:
+        for sock in held:  # served one after the other, then idle
+            sock.sendall(request("/public.txt"))
+            assert sock.recv(65536).endswith(PUBLIC)
+            time.sleep(0.05)
+        data = fetch(small_server.port, request("/public.txt"))
+        assert status_of(data) == 503  # unused for less than a second: their places are kept
+        time.sleep(1.2)
+        data = fetch(small_server.port, request("/public.txt"))
+        assert status_of(data) == 200 and body_of(data) == PUBLIC
+        oldest, closed = read_until_closed(held[0], 3)
+        assert closed and oldest == b""  # the first one served gave up its place, quietly
+        for sock in held[1:]:  # the others kept theirs
+            sock.sendall(request("/public.txt"))
+            assert sock.recv(65536).endswith(PUBLIC)
     finally:
         for sock in held:
             sock.close()

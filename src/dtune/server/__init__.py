@@ -1,13 +1,16 @@
-"""``dtune serve``: a range-capable, pipelining HTTP/1.1 file server with the dtune manifest.
+"""``dtune serve``: a range-capable, pipelining HTTP/1.1 (and HTTPS) file server with the dtune manifest.
 
 Modules, from the outside in:
 
 * ``cli``        the ``serve`` sub-command (flags and help only)
 * ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``
 * ``thread``     ``ServerThread``: a ``FileServer`` on a background event loop (``LoopThread``)
-* ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile
+* ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile (under TLS: pieces through the transport)
 * ``request``    ``RequestReader``: httptools parsing and the request size limits (no I/O)
 * ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
+* ``places``     who is served when every place is taken: waiting connections, reclaiming unused places (pure)
+* ``auth``       ``--token-file``: reading the token, the bearer check
+* ``tls``        ``--tls-cert`` / ``--tls-key``: the TLS server context, or one error naming flag and file
 * ``config``     ``ServerConfig``: every tunable with its default and the reason for it
 * ``paths``      request path → file inside the served directory (traversal and symlink checks)
 * ``conditions`` Range / If-Range / If-None-Match / If-Modified-Since decisions (pure)

@@ -4,7 +4,9 @@ Layers, outermost first: ``run`` (event loop choice, signals, the
 "serving …" line) → ``FileServer`` (one listening socket, shared state) →
 ``HttpConnection`` (one client, ``protocol.py``; it sees the server only
 through ``context.ServerContext``, which ``FileServer`` satisfies) → the
-pure deciders (``paths``, ``conditions``, ``manifest``, ``listing``).
+pure deciders (``paths``, ``conditions``, ``manifest``, ``listing``,
+``places``: who is served when every place is taken, ``auth``: the bearer
+token check). ``tls`` builds the TLS context of ``--tls-cert``.
 
 ``ServerThread`` (``thread.py``) runs a ``FileServer`` on a private event
 loop in a background thread, for tests and for commands (``dtune demo``)
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import json
 import os
 import signal
@@ -26,12 +29,15 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.fileio import raise_open_file_limit
+from dtune.server.auth import token_digest
 from dtune.server.config import ServerConfig
 from dtune.server.context import Connection, Stats
 from dtune.server.listing import render_listing, scan_directory
 from dtune.server.manifest import ChecksumCache, manifest_bytes, walk_tree
 from dtune.server.paths import Root
+from dtune.server.places import Places
 from dtune.server.protocol import SERVER_NAME, HttpConnection
+from dtune.server.tls import server_context
 
 
 def _log_safe(raw: bytes) -> str:
@@ -57,37 +63,49 @@ class FileServer:
             self.root = Root(directory)
         except OSError as exc:
             raise DtuneError(f"serve: {directory}: {exc.strerror}") from None
+        try:
+            # both raise UsageError (exit 2) naming the flag and the file
+            self.tls = server_context(config.tls_cert, config.tls_key) if config.tls_cert is not None else None
+            self.token_digest = token_digest(config.token_file) if config.token_file is not None else None
+        except BaseException:
+            self.root.close()
+            raise
         self.checksums = ChecksumCache(self.root, config.cache_dir) if config.checksums else None
         self.stats = Stats()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by start()
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._conns: set[Connection] = set()
-        self._active = 0
-        self._overflow: set[Connection] = set()
+        # who is served when every place is taken (docs/server.md, "Slow clients")
+        self._places: Places[Connection] = Places(limit=config.max_connections, max_waiting=config.max_waiting,
+                                                  reclaim_after=config.reclaim_after)
         self._date_second = -1
         self._date_text = ""
         self._log: list[str] = []
 
     def __repr__(self) -> str:
+        places = self._places
         return (f"<FileServer {self.root.real} on {self.url if self.port else '-'} | "
-                f"connections: {self._active} active, {len(self._overflow)} turned away>")
+                f"connections: {len(places.served)} served, {len(places.waiting)} waiting>")
 
     @property
     def url(self) -> str:
         host = self.config.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}/"
+        return f"{'https' if self.tls is not None else 'http'}://{host}:{self.port}/"
 
     async def start(self) -> None:
         """Bind and listen; raises ``DtuneError`` when the address cannot be used."""
         self.loop = asyncio.get_running_loop()
         cfg = self.config
+        tls: dict[str, Any] = {}
+        if self.tls is not None:
+            tls = {"ssl": self.tls, "ssl_handshake_timeout": cfg.tls_handshake_timeout,
+                   "ssl_shutdown_timeout": cfg.tls_shutdown_timeout}
         try:
             self._server = await self.loop.create_server(
-                lambda: HttpConnection(self), cfg.host, cfg.port, backlog=cfg.backlog, reuse_address=True,
+                lambda: HttpConnection(self), cfg.host, cfg.port, backlog=cfg.backlog, reuse_address=True, **tls,
             )
         except socket.gaierror as exc:
             raise DtuneError(f"serve: cannot resolve host {cfg.host}: {exc.strerror}") from None
@@ -102,7 +120,7 @@ class FileServer:
         """Stop listening, drop every connection, stop any checksum work."""
         if self._server is not None:
             self._server.close()
-        for conn in list(self._conns) + list(self._overflow):
+        for conn in self._places.all():
             conn.shutdown()
         if self._sweeper is not None:
             self._sweeper.cancel()
@@ -118,29 +136,33 @@ class FileServer:
         while True:
             await asyncio.sleep(tick)
             now = self.loop.time()
-            for conn in list(self._conns) + list(self._overflow):
+            for conn in self._places.all():
                 conn.check_deadline(now)
             self.flush_log()
 
     # -- called by connections -------------------------------------------------
 
     def connection_opened(self, conn: Connection) -> bool:
-        """Register a connection; False means it is over ``max_connections`` and gets 503."""
+        """Register a connection: True, it holds a place; False, it waits for one (``places.py``)."""
         self.stats.connections += 1
-        if self._active >= self.config.max_connections:
+        served, dropped = self._places.arrive(conn)
+        if dropped is not None:
             self.stats.rejected += 1
-            self._overflow.add(conn)
-            return False
-        self._active += 1
-        self._conns.add(conn)
-        return True
+            dropped.close_for_newcomer()
+        return served
+
+    def connection_ready(self, conn: Connection) -> bool:
+        """A waiting connection has a complete request: True, it holds a place now; False, it answers 503."""
+        served, old = self._places.claim(conn, self.loop.time())
+        if old is not None:
+            self.stats.reclaimed += 1
+            old.close_for_newcomer()
+        if not served:
+            self.stats.rejected += 1
+        return served
 
     def connection_closed(self, conn: Connection) -> None:
-        if conn in self._conns:
-            self._conns.discard(conn)
-            self._active -= 1
-        else:
-            self._overflow.discard(conn)
+        self._places.leave(conn)
 
     def log_access(self, peer: str, method: bytes, target: bytes, status: int) -> None:
         """One access-log line (written in batches by ``flush_log``)."""
@@ -179,7 +201,8 @@ class FileServer:
         return self._date_text
 
     def stats_json(self) -> bytes:
-        return json.dumps(self.stats.snapshot(self._active)).encode()
+        places = self._places
+        return json.dumps(self.stats.snapshot(len(places.served), len(places.waiting))).encode()
 
     # -- run in a worker thread --------------------------------------------------
 
@@ -190,6 +213,15 @@ class FileServer:
 
     def listing(self, directory: str, base: str, is_root: bool) -> bytes:
         return render_listing(base, scan_directory(self.root, directory), is_root=is_root)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -210,6 +242,9 @@ async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServ
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(server.loop_exception)
     await server.start()
+    if config.token_file is not None and server.tls is None and not _is_loopback(config.host):
+        print(f"dtune serve: warning: --token-file without --tls-cert on {config.host}: the token crosses "
+              "the network in clear text", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -230,8 +265,8 @@ async def _serve_until_signal(config: ServerConfig, announce: Callable[[FileServ
 
 def run(config: ServerConfig, announce: Callable[[FileServer], None]) -> int:
     """Serve until SIGINT or SIGTERM (exit code 0); ``announce`` is called once listening."""
-    # a connection can hold three descriptors: socket, open file, and the socket's dup during
-    # a waiting sendfile
-    raise_open_file_limit(3 * config.max_connections + 64)
+    # a served connection can hold three descriptors (socket, open file, and the socket's dup during
+    # a waiting sendfile), a connection waiting for a place one
+    raise_open_file_limit(3 * config.max_connections + config.max_waiting + 64)
     with asyncio.Runner(loop_factory=loop_factory(config.loop)) as runner:
         return runner.run(_serve_until_signal(config, announce))

@@ -15,18 +15,25 @@ If-Range), keep-alive and pipelining, zero-copy bodies (sendfile), an HTML
 listing for directory URLs, and the dtune manifest (every file below a
 directory, with size, mtime and optionally SHA-256) for directory URLs asked
 with "Accept: application/json" or "?manifest". Counters for benchmarks are at
-/.well-known/dtune/stats. Prints "serving DIR on http://HOST:PORT/" once
-listening; stops on Ctrl-C or SIGTERM with exit code 0.
+/.well-known/dtune/stats. With --tls-cert it serves HTTPS (TLS 1.2 or 1.3);
+with --token-file every request needs "Authorization: Bearer TOKEN". Prints
+"serving DIR on http://HOST:PORT/" (https:// with TLS) once listening; stops
+on Ctrl-C or SIGTERM with exit code 0.
 """
 
 _EPILOG = """\
-limits: request target 8 KiB, headers 32 KiB and 100 fields, request head within
-20 s, idle keep-alive 30 s, send stall 60 s (see docs/server.md).
+limits: request target 8 KiB, headers 32 KiB and 100 fields, request head (and TLS
+handshake) within 20 s, idle keep-alive 30 s, send stall 60 s. When all
+--max-connections are taken, newcomers wait for their first request to arrive,
+then take a free place or that of a connection unused for 1 s or more (idle,
+or a head still unfinished: slowloris), else get 503 (see docs/server.md).
 
 examples:
   dtune serve ./data --port 8080
   dtune serve ./data --port 0 --checksums --quiet     # free port, manifest with SHA-256
   curl 'http://127.0.0.1:8080/?manifest'
+  dtune serve ./data --tls-cert cert.pem --tls-key key.pem --token-file token.txt
+  curl --cacert ca.pem -H "Authorization: Bearer $(cat token.txt)" https://HOST:8080/big.bin
 """
 
 
@@ -49,7 +56,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "cached in memory and under ~/.cache/dtune/ (never inside DIR)")
     p.add_argument("--max-connections", type=int, default=defaults.max_connections, metavar="N",
                    help="connections served at once (default: %(default)s, nginx's worker_connections); "
-                        "more are answered 503 with Retry-After: 1 and closed")
+                        "more wait for a place (as many again, at least 511): a waiting one's first request "
+                        "takes a free place or that of a connection unused for 1 s or more, or is answered "
+                        "503 with Retry-After: 1")
+    p.add_argument("--tls-cert", type=Path, metavar="FILE",
+                   help="serve HTTPS with this certificate chain (PEM, the server's certificate first); "
+                        "TLS 1.2 or 1.3, bodies then go through TLS instead of sendfile")
+    p.add_argument("--tls-key", type=Path, metavar="FILE",
+                   help="the private key of --tls-cert (PEM, unencrypted; default: in the --tls-cert file)")
+    p.add_argument("--token-file", type=Path, metavar="FILE",
+                   help="every request must carry 'Authorization: Bearer TOKEN', TOKEN being this file's "
+                        "content (stripped); others get 401. The file must not be empty nor readable by "
+                        "every user; the token is never logged")
     p.add_argument("--quiet", action="store_true",
                    help="no access log on stderr (the 'serving' line is still printed on stdout)")
     p.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default=defaults.loop,
@@ -64,9 +82,12 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(f"serve: --port {args.port} is not in 0..65535")
     if args.max_connections < 1:
         raise UsageError("serve: --max-connections must be at least 1")
+    if args.tls_key is not None and args.tls_cert is None:
+        raise UsageError("serve: --tls-key needs --tls-cert")
     config = ServerConfig(
         root=Path(args.dir), host=args.host, port=args.port, checksums=args.checksums,
         max_connections=args.max_connections, quiet=args.quiet, loop=args.loop,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, token_file=args.token_file,
     )
 
     def announce(server) -> None:  # type: ignore[no-untyped-def]

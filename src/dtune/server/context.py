@@ -24,11 +24,14 @@ class Stats:
     bytes_sent   body bytes of file answers (200 and 206), as written to sockets (those of
                  answers cut short too)
     cut          file answers whose body was cut short (the client went away mid-body)
-    connections  accepted connections, including those turned away with 503
+    connections  accepted connections, including those turned away
     responses    answers per status code
+    rejected     connections turned away: answered 503, or dropped while waiting for a place
+    reclaimed    places taken from an unused connection for a newcomer's request (``places.py``)
     """
 
-    __slots__ = ("requests", "bytes_sent", "cut", "connections", "responses", "rejected", "internal_errors")
+    __slots__ = ("requests", "bytes_sent", "cut", "connections", "responses", "rejected", "reclaimed",
+                 "internal_errors")
 
     def __init__(self) -> None:
         self.requests = 0
@@ -37,12 +40,13 @@ class Stats:
         self.connections = 0
         self.responses: dict[int, int] = {}
         self.rejected = 0
+        self.reclaimed = 0
         self.internal_errors = 0
 
     def __repr__(self) -> str:
         return f"<Stats {self.requests} requests, {self.bytes_sent} bytes, {self.connections} connections>"
 
-    def snapshot(self, open_connections: int) -> dict[str, Any]:
+    def snapshot(self, open_connections: int, waiting_connections: int = 0) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "bytes_sent": self.bytes_sent,
@@ -50,7 +54,9 @@ class Stats:
             "connections": self.connections,
             "responses": {str(k): v for k, v in sorted(self.responses.items())},
             "open_connections": open_connections,
+            "waiting_connections": waiting_connections,
             "rejected_connections": self.rejected,
+            "reclaimed_connections": self.reclaimed,
         }
 
 
@@ -63,6 +69,12 @@ class Connection(Protocol):
     def shutdown(self) -> None:
         """Drop the connection at server stop."""
 
+    def unused_since(self) -> float | None:
+        """Since when (``loop.time()``) the connection has had no request in progress; None while it has one."""
+
+    def close_for_newcomer(self) -> None:
+        """Close the connection: its place (or its turn to wait) went to a newer connection."""
+
 
 class ServerContext(Protocol):
     """What a connection asks of the server that accepted it."""
@@ -71,9 +83,13 @@ class ServerContext(Protocol):
     loop: asyncio.AbstractEventLoop
     stats: Stats
     root: Root
+    token_digest: bytes | None  # SHA-256 of the bearer token every request must carry; None: no token
 
     def connection_opened(self, conn: Connection) -> bool:
-        """Register a connection; False means the server is full and the connection answers 503."""
+        """Register a connection: True, it holds a place; False, it waits for one (the server is full)."""
+
+    def connection_ready(self, conn: Connection) -> bool:
+        """A waiting connection's first request is complete: True, it has a place now; False, answer 503."""
 
     def connection_closed(self, conn: Connection) -> None:
         """Forget a connection (its transport is gone)."""

@@ -29,9 +29,23 @@ uvloop both refuse ``add_writer`` on a descriptor their transport owns).
 loop gives the same speed on both loops plus progress times for the send
 deadline. ``docs/server.md`` has the measurements.
 
+Under TLS the socket carries ciphertext, so nothing bypasses the transport:
+bodies above ``inline_body_max`` are ``pread`` in pieces of ``tls_piece``
+(256 KiB) and written through it, the next piece only while the transport
+has not asked to pause (``pause_writing``), so a body is never held in
+memory whole (``_stream``). Everything else is the same on both.
+
 Deadlines are not timers: each connection records when its current phase
 began or last made progress, and the server's sweeper calls
 ``check_deadline`` about once a second (see ``ServerConfig`` for values).
+A connection's idle time counts from its last answer (or from its
+connect): bytes that start no request (blank lines) do not reset it.
+
+When every place is taken (``places.py``) a new connection waits: it is
+read, but before its first complete request is answered it asks the server
+for a place (``connection_ready``); without one that request is answered 503.
+With a token file, every request must carry the bearer token (``auth.py``)
+or is answered 401.
 
 The connection knows its server only as a ``ServerContext``
 (``context.py``): configuration, counters, the served root, the access log
@@ -52,6 +66,7 @@ from urllib.parse import quote
 import httptools
 
 from dtune import __version__
+from dtune.server.auth import denial
 from dtune.server.conditions import etag_for, http_date, plan_file_response
 from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
@@ -61,7 +76,7 @@ STATS_PATH = b"/.well-known/dtune/stats"
 
 REASONS = {
     200: "OK", 206: "Partial Content", 301: "Moved Permanently", 304: "Not Modified",
-    400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
     413: "Content Too Large", 414: "URI Too Long", 416: "Range Not Satisfiable",
     431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
 }
@@ -111,7 +126,10 @@ class HttpConnection(asyncio.Protocol):
         self._reading = True
         self._stopped = False  # no more requests will be parsed
         self._closed = False
-        self._overflow = False
+        self._waiting = False  # has no place yet (the server was full when it connected)
+        self._overflow = False  # found no place: its first request is answered 503
+        self._tls = False
+        self._token = server.token_digest
         self._log = not server.config.quiet
         # deadline bookkeeping (loop.time() values; the reader keeps when a head began)
         self._idle_since = 0.0
@@ -119,19 +137,22 @@ class HttpConnection(asyncio.Protocol):
 
     def __repr__(self) -> str:
         state = "busy" if self._task or self._queue else ("head" if self._reader.in_head else "idle")
-        return f"<HttpConnection {self._peer} {state}, {len(self._queue)} queued>"
+        waiting = ", waiting for a place" if self._waiting else ""
+        return f"<HttpConnection {self._peer} {state}, {len(self._queue)} queued{waiting}>"
 
     # -- asyncio.Protocol ----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
+        self._tls = transport.get_extra_info("sslcontext") is not None
         sock = transport.get_extra_info("socket")
-        self._sock_fd = sock.fileno() if sock is not None else -1
+        # under TLS the socket carries ciphertext: never write to it past the transport
+        self._sock_fd = sock.fileno() if sock is not None and not self._tls else -1
         peer = transport.get_extra_info("peername")
         if peer:
             self._peer = f"{peer[0]}:{peer[1]}"
         self._idle_since = self._loop.time()
-        self._overflow = not self._srv.connection_opened(self)
+        self._waiting = not self._srv.connection_opened(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -149,6 +170,11 @@ class HttpConnection(asyncio.Protocol):
     def eof_received(self) -> bool:
         # A client may half-close after sending its pipelined requests: answer them, then close.
         self._stopped = True
+        if self._tls:
+            # The client's close_notify: asyncio's TLS (and uvloop's) has no half-close, the transport
+            # shuts down now and would drop (and warn about) anything written after this.
+            self._closed = True
+            return False
         if not self._queue and self._task is None:
             return False
         return True
@@ -167,6 +193,10 @@ class HttpConnection(asyncio.Protocol):
             return
         if self._reader.feed(data, self._loop.time()):
             self._stop_reading()  # an error marker or an Upgrade ends the queue
+        if self._waiting and self._queue:
+            self._waiting = False
+            if not self._queue[0].error:  # a broken request is answered and closed without a place
+                self._overflow = not self._srv.connection_ready(self)
         if self._reading and len(self._queue) > self._cfg.max_pipeline:
             self._reading = False
             self._transport.pause_reading()  # type: ignore[union-attr]
@@ -184,6 +214,7 @@ class HttpConnection(asyncio.Protocol):
         if self._task is not None or self._closed:
             return
         queue = self._queue
+        answered = bool(queue)
         while queue:
             if self._write_paused:
                 self._flush()
@@ -204,7 +235,8 @@ class HttpConnection(asyncio.Protocol):
             if self._closed:
                 return
         self._flush()
-        self._idle_since = self._loop.time()
+        if answered:  # idle from the last answer on (bytes that start no request do not count)
+            self._idle_since = self._loop.time()
         if self._stopped and self._transport is not None:
             self._transport.close()  # EOF or error after the last answer
             return
@@ -227,6 +259,7 @@ class HttpConnection(asyncio.Protocol):
             self._abort()
         finally:
             self._task = None
+            self._idle_since = self._loop.time()
             if self._closed and self._dup_fd >= 0:
                 os.close(self._dup_fd)
                 self._dup_fd = -1
@@ -309,6 +342,11 @@ class HttpConnection(asyncio.Protocol):
             req.keep_alive = False
             self._simple(req, 503, "Retry-After: 1\r\n")
             return None
+        if self._token is not None:
+            challenge = denial(req.headers.get(b"authorization"), self._token)
+            if challenge:
+                self._simple(req, 401, challenge)
+                return None
         method = req.method
         if method == b"GET":
             is_get = True
@@ -406,6 +444,8 @@ class HttpConnection(asyncio.Protocol):
                 self._flush()
             self._finish(req, status, length)
             return None
+        if self._tls:
+            return self._stream(req, status, fd, head, start, length)
         return self._send_body(req, status, fd, head, start, length)
 
     def _send_body(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int):  # type: ignore[no-untyped-def]
@@ -483,6 +523,40 @@ class HttpConnection(asyncio.Protocol):
             os.close(fd)
             if head or length:  # the client went away, or the server stopped: cut short
                 self._srv.stats.cut += 1
+        self._finish(req, status, 0)
+
+    async def _stream(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
+        """TLS: ``head``, then ``length`` bytes of ``fd`` in pieces through the transport (no sendfile).
+
+        A piece is read only while the transport takes more (flow control), so
+        at most one piece plus the transport's buffers is held in memory.
+        """
+        transport = self._transport
+        stats = self._srv.stats
+        piece = self._cfg.tls_piece
+        loop = self._loop
+        try:
+            transport.write(head)  # type: ignore[union-attr]
+            while length > 0:
+                if self._write_paused:
+                    await self._wait_writable_transport()
+                if self._closed:
+                    return
+                data = os.pread(fd, min(piece, length), offset)
+                if not data:  # the file shrank under us; the promised length cannot be kept
+                    self._abort()
+                    return
+                transport.write(data)  # type: ignore[union-attr]
+                n = len(data)
+                offset += n
+                length -= n
+                stats.bytes_sent += n
+                self._progress_at = loop.time()
+                await asyncio.sleep(0)  # a client that reads as fast as we write must not keep the loop
+        finally:
+            os.close(fd)
+            if length:  # the client went away, or the server stopped: cut short
+                stats.cut += 1
         self._finish(req, status, 0)
 
     async def _direct_socket(self) -> int:
@@ -564,6 +638,27 @@ class HttpConnection(asyncio.Protocol):
         """Server stop: drop the connection (answers in progress are cut)."""
         if not self._closed and self._transport is not None:
             self._abort()
+
+    # -- places (``places.py``) ----------------------------------------------------
+
+    def unused_since(self) -> float | None:
+        """When this connection last had nothing to do; None while a request is in progress."""
+        if self._task is not None or self._queue or self._closed:
+            return None
+        if self._reader.in_head:
+            return self._reader.head_started
+        return self._idle_since
+
+    def close_for_newcomer(self) -> None:
+        """Its place (or its turn to wait) went to a newer connection: idle ones close, heads are reset."""
+        if self._closed or self._transport is None:
+            return
+        if self._reader.in_head:
+            self._abort(reset=True)  # as at the head deadline
+        else:
+            self._stopped = True
+            self._transport.close()
+        self._closed = True
 
 
 def _text(value: bytes | None) -> str | None:
