@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -316,12 +317,63 @@ def test_a_full_disk_fails_the_files_that_do_not_fit_clearly_and_a_rerun_with_sp
     finished = [n for n, r in have.items() if (out / n).exists()]
     assert len(lines) + len(finished) == len(fast.files)
 
+    # a file that had bytes on disk says they are kept for the rerun, in its part file
+    kept = [(m.group(1), int(m.group(2))) for line in lines
+            if (m := re.search(r"failed: (\S+): .*the (\d+) bytes already written are kept", line))]
+    assert all((out / (name + ".dtune-part")).exists() for name, _ in kept), kept
+
     _mount("-o", "remount,size=64m", str(out))
     again = run([*get_cmd(fast.url, out), "--json"], env)
     assert again.returncode == 0, again.stderr
     assert_complete(out, fast.files)
-    report(observed=f"exit 1 with {len(lines)} lines like `{lines[0][:100]}`; {len(finished)} "
-                    "files in place, all exact; after remount the rerun exit 0, byte-exact")
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert summary["event"] == "summary" and summary["bytes_resumed"] >= sum(n for _, n in kept), summary
+    report(observed=f"exit 1 with {len(lines)} lines like `{lines[0][:100]}`; {len(kept)} of them keep "
+                    f"their bytes for the rerun; {len(finished)} files in place, all exact; after "
+                    f"remount the rerun exit 0, byte-exact, {summary['bytes_resumed'] / MIB:.1f} MiB resumed")
+
+
+NO_FALLOCATE = """\
+import errno, os
+def _refuse(fd, offset, length):
+    raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+os.posix_fallocate = _refuse
+"""
+
+
+@pytest.mark.nginx
+def test_a_disk_that_fills_mid_file_keeps_the_part_for_the_rerun_and_says_so(
+        fast: Served, tmpfs: Callable[[str], Path], env: dict[str, str], tmp_path: Path,
+        report: Report) -> None:
+    report(tried="the two 5 MiB files alone into a 3 MiB tmpfs, on a file system without fallocate "
+                 "(space is not reserved up front: the disk fills halfway through a file); then the "
+                 "tmpfs grown and the same command again",
+           expected="exit 1, each failed file's line says how many bytes are kept in its part file; "
+                    "the rerun resumes them and ends byte-exact")
+    big = {n: d for n, d in fast.files.items() if n.startswith("m")}
+    listing = tmp_path / "big.urls"
+    listing.write_text("".join(f"{fast.url}{n}\n  out={n}\n" for n in big))
+    seam = tmp_path / "no-fallocate"   # a sitecustomize that makes posix_fallocate unsupported
+    seam.mkdir()
+    (seam / "sitecustomize.py").write_text(NO_FALLOCATE)
+    plain_fs = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(seam), env.get("PYTHONPATH")]))}
+    out = tmpfs("3m")
+    first = run(get_cmd(str(listing), out), plain_fs)
+    assert first.returncode == 1, first.stderr
+    lines = failed_lines(first.stderr)
+    kept = [(m.group(1), int(m.group(2))) for line in lines
+            if (m := re.search(r"failed: (\S+): .*the (\d+) bytes already written are kept in \S+: the "
+                               r"same command resumes", line))]
+    assert kept, lines
+    assert all((out / (name + PART_SUFFIX)).exists() for name, _ in kept), kept
+    _mount("-o", "remount,size=64m", str(out))
+    again = run(get_cmd(str(listing), out, "--json"), plain_fs)
+    assert again.returncode == 0, again.stderr
+    assert_complete(out, big)
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert summary["bytes_resumed"] >= sum(n for _, n in kept) > 0, (summary, kept)
+    report(observed=f"exit 1: `{lines[0][-150:]}`; the rerun resumed {summary['bytes_resumed'] / MIB:.1f} "
+                    f"MiB and ended byte-exact")
 
 
 @pytest.mark.nginx

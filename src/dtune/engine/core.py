@@ -30,6 +30,7 @@ default; ``http.memory`` gives in-memory ones for tests). The clock is
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -597,10 +598,15 @@ class Engine:
         if not reason.startswith(f.relpath):
             reason = f"{f.relpath}: {reason}"  # every error names its file
         f.status = "failed"
-        f.error = reason
         f.gen += 1
         f.sync()
         f.close_files()
+        kept = f.done.total()
+        if f.journal_kept(reason) and kept:
+            # (the part file and its journal stay: the rerun asks only for what is missing)
+            reason += (f"; the {kept} bytes already written are kept in {os.path.basename(f.part_path)}: "
+                       f"the same command resumes there once there is space")
+        f.error = reason
         self.acct.files_failed += 1
         self._detach(f)
         self._emit("error", file=f.relpath, reason=reason)

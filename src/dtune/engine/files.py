@@ -195,6 +195,11 @@ class FileState:
                 return "resume"
         return "fresh"
 
+    def journal_kept(self, reason: str) -> bool:
+        """Does a failure for ``reason`` leave a part file a rerun resumes (a full disk or quota)?"""
+        return (("no space left on device" in reason or "disk quota exceeded" in reason)
+                and os.path.exists(self.journal_path))
+
     def open_for_write(self) -> None:
         """Open (or create) the part file and the journal. Blocking; raises DiskError."""
         if self.fd >= 0:
