@@ -161,8 +161,12 @@ def check_counts(outcome: Outcome, files: dict[str, bytes], *, ranges: bool) -> 
 
 # ---- 1, 2: conformance ----------------------------------------------------------------------------
 def test_a_directory_url_brings_the_whole_tree_byte_exact(
-        server: Running, dataset: tuple[Path, dict[str, bytes]], tmp_path: Path, env: dict[str, str]) -> None:
+        server: Running, dataset: tuple[Path, dict[str, bytes]], tmp_path: Path, env: dict[str, str],
+        report: Report) -> None:
     _root, files = dataset
+    report(tried=f"the directory URL of a {len(files)}-file tree (0 B to 20 MiB, odd names, 5 levels) "
+                 f"from {server.name}",
+           expected="exit 0, every file byte-exact, each byte moved once where Range is honoured")
     out = tmp_path / "out"
     outcome = run_get(env, [server.url()], out, *REAL, timeout=60)
     assert_exact(outcome, out, files)
@@ -171,11 +175,15 @@ def test_a_directory_url_brings_the_whole_tree_byte_exact(
         warnings = [w for w in warnings if "ignores Range" not in w and "closes the connection" not in w]
     assert not warnings, warnings
     check_counts(outcome, files, ranges=server.name not in RANGES_IGNORED)
+    report(observed=f"exit 0, {len(files)} files exact, {outcome.summary['bytes'] / sum(map(len, files.values())):.3f}"
+                    f"x the tree received ({outcome.seconds:.1f} s)")
 
 
 def test_a_single_large_file_url_is_byte_exact(
-        server: Running, dataset: tuple[Path, dict[str, bytes]], tmp_path: Path, env: dict[str, str]) -> None:
+        server: Running, dataset: tuple[Path, dict[str, bytes]], tmp_path: Path, env: dict[str, str],
+        report: Report) -> None:
     _root, files = dataset
+    report(tried=f"the URL of one 20 MiB file from {server.name}", expected="exit 0, byte-exact")
     out = tmp_path / "out"
     outcome = run_get(env, [server.url("big.bin")], out, *REAL, timeout=60)
     assert_exact(outcome, out, {"big.bin": files["big.bin"]})

@@ -249,8 +249,11 @@ def test_a_stopped_dataset_resumes_byte_exact_and_refetches_only_bytes_in_flight
         if done.covers(0, SIZE):
             assert not again_spans, f"the rerun asked for {fname}, which was complete"
             continue
+        # the endgame may cut a long range's tail for an idle connection (a "steal" event): the victim
+        # asked for the tail too, but stopped before it; any other byte asked twice is a fault
+        cut = sum(e["end"] - e["start"] for e in events if e["event"] == "steal" and e["file"] == fname)
         assert RangeSet(again_spans) == done.complement(SIZE) and sum(e - s for s, e in again_spans) == \
-            SIZE - done.total(), f"{fname}: the rerun must ask for exactly the missing bytes, once"
+            SIZE - done.total() + cut, f"{fname}: the rerun must ask for exactly the missing bytes, once"
         open_spans = [(s, e) for s, e in first if not done.covers(s, e)]
         in_flight += len(open_spans)
         in_flight_bytes += sum((e - s) - overlap(done, s, e) for s, e in open_spans)
