@@ -419,3 +419,18 @@ def test_a_directory_that_cannot_be_listed_fails_the_run_and_is_named(
     assert any(line.startswith("dtune: failed: d2/") and "could not be listed" in line
                for line in plain.stderr_lines), plain.stderr
     report(observed=f"exit 1: `{failed[0]['reason'][:100]}`; the other {len(files) - 2} files exact")
+
+
+def test_a_listing_cut_short_of_its_content_length_is_asked_again(
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="a sub-directory listing whose first answer closes after half the promised Content-Length",
+           expected="asked again; exit 0, the whole tree byte-exact")
+    url, files = _tree_with_subdirectories(world, tmp_path, 3)
+    page = f"/{tmp_path.name}/d1/"
+    _ctype, body = world.hostile.pages.pop(page)
+    world.hostile.files[page] = body   # served as bytes, so that the truncating behaviour can cut it
+    world.hostile.route(page, hs.first(1, hs.truncate(0.5)))
+    outcome = run_get(env, [url], tmp_path / "out")
+    assert_exact(outcome, tmp_path / "out", files)
+    assert len(world.hostile.gets(page)) == 2
+    report(observed=f"exit 0, {len(files)} files exact; the listing was asked twice")
