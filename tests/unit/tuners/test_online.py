@@ -90,6 +90,17 @@ def test_a_window_limited_path_is_filled_within_seconds_with_the_fewest_connecti
     assert mean_goodput(trace, 5.0, 8.0) >= 0.95 * GBIT
 
 
+def test_a_full_link_of_window_limited_connections_is_never_probed_below_what_it_needs():
+    # 14 window-limited connections fill 1 Gbit/s at 40 ms: after the probe up to 28 gains nothing,
+    # going below 14 could only lose rate, so the search holds at 14 (it used to try 9)
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    need = fewest(GBIT, 0.040, share=1.0)
+    search = OnlineSearch(need, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 30.0)
+    assert min(n for t, n, _ in trace if t > 0.5) >= need, [s.reason for _, s in steps]
+    assert mean_goodput(trace, 1.0, 30.0) >= 0.97 * GBIT
+
+
 def test_a_stable_path_is_not_disturbed_once_found():
     path = SimPath(lambda t: GBIT, lambda t: 0.040, noise=0.05)
     search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
