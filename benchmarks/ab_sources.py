@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from dtune.bench.config import DatasetSpec, load_bench
-from dtune.bench.runner import build_dataset
+from dtune.bench.runner import build_dataset, compile_dtune
 from dtune.bench.verify import source_digests, verify_output
 from dtune.serveproc import ServerProcess
 from dtune.testbed import Link, Testbed
@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(data) / spec.name
         files = build_dataset(spec, root)
         digests = source_digests(root, files)
+        for v in args.variants:  # as installed: byte-compiled (see dtune.bench.runner.compile_dtune)
+            compile_dtune(Path(v) / "src" / "dtune")
         print(f"{where}: {len(files)} files, {sum(s for _, s in files) / 1e6:.1f} MB", flush=True)
         with tb_factory() as tb, \
                 ServerProcess(data, host=tb.server_addr(0), port=8080,
