@@ -28,7 +28,7 @@ from dtune.fileio import lock_directory
 from dtune.http.client import Fetcher
 from dtune.http.message import split_url
 from dtune.netfacts import NetworkFacts
-from dtune.netprobe import gather_facts
+from dtune.netprobe import gather_facts, measure_rtt
 from dtune.params import Params
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
 from dtune.tuners.online import DEFAULT_CAP, OnlineTuner, constants_for
@@ -72,11 +72,13 @@ class TransferPlan:
 
 
 async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
-                      connect_times: dict | None = None) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
+                      connect_times: dict | None = None,
+                      early: dict | None = None) -> tuple[Tuner, TunerPlan, NetworkFacts | None]:
     """Pick the tuner, gather the network facts it needs, and get its first plan.
 
     ``connect_times`` (origin → seconds) are the discovery's own connections:
-    the RTT is taken from them rather than from new ones.
+    the RTT is taken from them rather than from new ones. ``early`` (origin →
+    task) holds the mirrors' RTTs, measured while discovery ran.
     """
     replicas = max(1 + len(s.mirrors) for s in specs)
     base = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
@@ -95,7 +97,7 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
         seen = (connect_times or {}).get(split_url(largest.url)[0])
         facts = await gather_facts(largest.url, bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer,
                                    rtt=plan.rtt, seen_rtt=statistics.median(seen) if seen else None,
-                                   mirrors=largest.mirrors)
+                                   mirrors=largest.mirrors, early=early)
     tplan = tuner.plan(sizes, facts)
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
           "facts": facts.as_dict() if tuner.needs_facts else None,
@@ -226,28 +228,56 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
             os.close(lock)
 
 
+def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
+    """Start measuring each ``--mirror`` origin's RTT now (origin → task): discovery needs the
+    primary only, and the tuner needs every replica's RTT next. Nothing without a tuner that
+    measures, or a mirror that is not a URL (discovery says why)."""
+    tasks: dict[str, asyncio.Task] = {}
+    if plan.rtt is not None:
+        return tasks
+    for mirror in plan.mirrors:
+        try:
+            origin = str(split_url(mirror)[0])
+        except DtuneError:
+            continue
+        if origin not in tasks:
+            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror))
+    return tasks
+
+
 async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: EventSink | None,
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout)
+    early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
         opts = plan.options
         dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
                                  delay=lambda n, after: backoff(n, after, opts, random.uniform(
                                      1 - opts.backoff_jitter, 1 + opts.backoff_jitter)))
         connect_times = dict(fetcher.connect_times)
+    except BaseException:
+        for task in early.values():
+            task.cancel()
+        raise
     finally:
         fetcher.close()
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     if not specs:
+        for task in early.values():
+            task.cancel()
         if dataset.unlisted:
             raise DtuneError(dataset.unlisted[0][1] + (f" (and {len(dataset.unlisted) - 1} more directories)"
                                                        if len(dataset.unlisted) > 1 else ""))
         raise DtuneError("nothing to fetch: the sources list no files")
-    tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times)
+    try:
+        tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)
+    finally:
+        for task in early.values():
+            task.cancel()
     knobs = KernelKnobs(emit)
     meter = None
     if plan.energy:

@@ -199,9 +199,11 @@ class Scheduler:
     def unproven(self, f: FileState, lane: Lane) -> bool:
         """Is ``f`` a split file with a first request out to an origin not yet known to honour
         Range? Its other ranges wait for that answer: from a server that ignores Range, each
-        would bring the whole file (python -m http.server)."""
+        would bring the whole file (python -m http.server). Not with replicas: there each
+        connection's first range is a probe of a window or two, and waiting would cost every
+        replica a round trip (a second at +500 ms)."""
         return (f.in_flight > 0 and not f.ranges_seen and not f.single_stream and not f.done
-                and f.size is not None and f.size > self.options.split_threshold
+                and len(f.replicas) == 1 and f.size is not None and f.size > self.options.split_threshold
                 and f.replicas[lane.replica].origin not in self.ranges_ok)
 
     def ranges_full(self, f: FileState, lane: Lane) -> bool:

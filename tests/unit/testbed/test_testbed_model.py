@@ -49,7 +49,7 @@ def test_other_tables_are_ignored(tmp_path) -> None:
     ("[client]\n", "at least one [[link]]"),
     ("[[link]]\nrate_mbit = 0\n", "rate_mbit must be > 0"),
     ("[[link]]\nrtt = 40\n", "unknown key 'rtt'"),
-    ("[[link]]\nloss = 1\n", "fraction"),
+    ("[[link]]\nloss = 1.5\n", "fraction"),
     ("[[link]]\nrate_mbit = 'fast'\n", "must be a number"),
     ("[[link]]\n[client]\nmtu = 9000.5\n", "must be an integer"),
     ("[[link]]\n[client]\nmtu = 100\n", "mtu must be between"),
