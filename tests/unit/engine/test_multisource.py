@@ -69,6 +69,16 @@ def test_last_round_splits_what_is_left_by_throughput():
     assert sizer.size(1, 800 * KIB, 2.0) == 200 * KIB
 
 
+def test_replicas_still_probing_count_in_the_last_round_at_the_measured_rate():
+    # at +500 ms, when the first replica is measured the rest still probe: counting only the
+    # measured, each of its 19 connections would take 1/19 of what is left, and the others crumbs
+    sizer = MdtpSizer(SMALL_K, lanes={0: 18, 1: 19, 2: 19, 3: 20})
+    sizer.observe(1, 20, 1 * MIB, 1.0, 1.0)
+    assert sizer.size(1, 40 * MIB, 2.0) == 40 * MIB // 76        # every connection's share (not 1 MiB)
+    sizer.observe(0, 1, 2 * MIB, 1.0, 2.0)                       # srv1 twice as fast per connection
+    assert sizer.size(0, 40 * MIB, 3.0) == pytest.approx(2 * sizer.size(1, 40 * MIB, 3.0), abs=1)
+
+
 def test_estimates_are_an_ewma_and_forget_means_probe_again():
     sizer = MdtpSizer(SMALL_K)
     sizer.observe(0, 1, 1 * MIB, 1.0, 1.0)
