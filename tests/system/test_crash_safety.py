@@ -194,7 +194,14 @@ def run_until(cmd: list[str], env: dict[str, str], fraction: float, sig: int, tm
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        said = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout
+        raise AssertionError(f"dtune get did not finish within {timeout:g} s; stderr: {(said or '')[-3000:]}; "
+                             f"stdout: {(out or '')[-3000:]}") from None
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -361,11 +368,11 @@ def test_a_disk_that_fills_mid_file_keeps_the_part_for_the_rerun_and_says_so(
     (seam / "sitecustomize.py").write_text(NO_FALLOCATE)
     plain_fs = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(seam), env.get("PYTHONPATH")]))}
     out = tmpfs("3m")
-    first = run(get_cmd(str(listing), out), plain_fs)
+    first = run(get_cmd(str(listing), out, "--json"), plain_fs, timeout=60)
     assert first.returncode == 1, first.stderr
-    lines = failed_lines(first.stderr)
+    lines = [f"{e['file']}: {e['reason']}" for e in json.loads(first.stdout.strip().splitlines()[-1])["failed"]]
     kept = [(m.group(1), int(m.group(2))) for line in lines
-            if (m := re.search(r"failed: (\S+): .*the (\d+) bytes already written are kept in \S+: the "
+            if (m := re.search(r"^(\S+): .*the (\d+) bytes already written are kept in \S+: the "
                                r"same command resumes", line))]
     assert kept, lines
     assert all((out / (name + PART_SUFFIX)).exists() for name, _ in kept), kept

@@ -242,6 +242,8 @@ class Engine:
         for lane in lanes:
             if lane.task is not None:
                 lane.task.cancel()
+            if lane.wake is not None:
+                lane.wake.set()  # (a lane whose cancellation was lost still sees the end)
             if lane.conn is not None:
                 lane.conn.close()  # in-flight requests journal their bytes when they fail
         for lane in lanes:
@@ -321,6 +323,8 @@ class Engine:
                 lane.wake.clear()
                 if not lane.retiring:
                     await self._fill(lane)
+                if self._finished.is_set():
+                    break
                 if lane.outstanding == 0:
                     self._idle.add(lane)
                 await lane.wake.wait()

@@ -99,7 +99,8 @@ class Fetcher:
             ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
             conn.send(ex)
             try:
-                await asyncio.wait_for(asyncio.shield(ex.done), self.timeout)
+                async with asyncio.timeout(self.timeout):  # (wait_for can lose a cancellation)
+                    await asyncio.shield(ex.done)
                 break
             except TimeoutError:
                 ex.done.cancel()  # nobody will await it: closing must not park an exception on it

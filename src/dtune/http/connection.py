@@ -304,10 +304,12 @@ async def open_connection(origin: Origin, *, timeout: float,
     if origin.scheme == "https":
         ctx = ssl_context or ssl.create_default_context()
     try:
-        _, conn = await asyncio.wait_for(
-            loop.create_connection(lambda: Connection(origin, loop), origin.host, origin.port,
-                                   ssl=ctx),
-            timeout)
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the connection when it
+        # completes just as the caller is cancelled, and the cancellation is lost (the engine's
+        # shutdown then waited for ever on a lane that had connected meanwhile)
+        async with asyncio.timeout(timeout):
+            _, conn = await loop.create_connection(lambda: Connection(origin, loop), origin.host,
+                                                   origin.port, ssl=ctx)
     except TimeoutError:
         raise Unreachable(f"{origin}: connect timed out after {timeout:g} s") from None
     except OSError as exc:
