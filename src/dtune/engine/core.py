@@ -487,13 +487,18 @@ class Engine:
         now = self.now()
         for c in silent:
             if c.usable and now - c.last_activity > self.options.outage_probe:
-                c.close(StallError(f"{origin}: no data for {now - c.last_activity:.0f} s, and a new "
-                                   f"connection went through"))
+                error = StallError(f"{origin}: no data for {now - c.last_activity:.0f} s, and a new "
+                                   f"connection went through")
+                error.silence = now - c.last_activity  # type: ignore[attr-defined]  # an outage's
+                c.close(error)
 
     def _quiet(self, origin: Origin, now: float, exc: Exception) -> float | None:
         """Seconds ``origin`` has sent nothing on any connection, when ``exc`` is a network failure
         (no connection, a stall, a lost connection) and the origin did send bytes earlier in this
         transfer: an outage of the path or the server, not a fault of the file. None otherwise."""
+        silence = getattr(exc, "silence", None)  # dropped by the outage probe: how long it was silent
+        if silence is not None:
+            return silence
         if not getattr(exc, "network", False):
             return None
         alive = self.origin_alive.get(origin)
@@ -528,6 +533,7 @@ class Engine:
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
                        failures=f.failures, quiet=self._quiet(job.origin, now, exc),
+                       waiting=max(0.0, f.not_before - now),
                        replica=job.replica if len(f.replicas) > 1 else None)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)

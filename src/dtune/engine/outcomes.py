@@ -24,6 +24,8 @@ response reveals as they arrive, and how the request ended:
           of another request before this one was answered) .... Requeue, no penalty
         several replicas, another one in service .............. Requeue (the replica's
           failure is counted; N in a row pause it, doubling) .. + its pause
+        the file already waits out a backoff .................. Retry when it ends, not
+                                                                counted again
         a network failure from an origin silent on every
           connection for outage_grace < s < outage_timeout .... Retry every few seconds,
                                                                 not counted (an outage)
@@ -148,6 +150,8 @@ class Failure:
     replica: int | None = None  # the request's replica, when the file has several
     quiet: float | None = None  # a network failure (no connection, a stall, a lost connection) from
                                 # an origin that served bytes earlier: seconds it has sent nothing
+    waiting: float = 0.0      # seconds left of a backoff the file is already in (another of its
+                              # requests failed just before: six connections stalled at once)
 
 
 def permanent(error: Exception) -> bool:
@@ -173,6 +177,10 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         pause = health.failed(fail.replica, now)
         if health.others_serving(fail.replica, now):
             return Requeue(pause, penalised=True)  # another replica can take these bytes now
+    if fail.waiting > 0:
+        # the file already waits out a backoff for a failure of another of its requests: the same
+        # failure (a stall drops every connection of the file in one tick), not one more
+        return Retry(fail.waiting, fail.failures, pause)
     if fail.quiet is not None and options.outage_grace < fail.quiet < options.outage_timeout:
         # every connection of an origin that was serving went silent: an outage, not this file's
         # fault. Wait it out without counting, trying again every few seconds

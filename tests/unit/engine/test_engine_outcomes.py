@@ -157,3 +157,13 @@ def test_an_outage_on_one_replica_still_moves_its_bytes_to_another() -> None:
     health = ReplicaHealth(2, OPTS)
     got = after_failure(Failure(NETWORK, replica=1, quiet=20.0), OPTS, health=health, now=0.0)
     assert got == Requeue(None, penalised=True)
+
+
+def test_a_failure_while_the_file_already_waits_out_a_backoff_is_the_same_failure():
+    # six connections of one file stall in one tick: the first failure counts, the others wait with it
+    first = after_failure(Failure(NETWORK, failures=0), OPTS)
+    assert first == Retry(0.5, 1)
+    again = after_failure(Failure(NETWORK, failures=1, waiting=0.4), OPTS)
+    assert again == Retry(0.4, 1)
+    assert after_failure(Failure(HTTPError("a.bin: server answered 404", status=404, retryable=False),
+                                 failures=1, waiting=0.4), OPTS) == FailFile("a.bin: server answered 404")
