@@ -451,9 +451,12 @@ class Engine:
         self.health.ok(job.replica)
         self.origin_alive[job.origin] = now
         conn = lane.conn
-        if conn is not None and conn.server_closes and conn.origin not in self.scheduler.no_pipeline:
-            # requests pipelined behind an answer the server closes after are lost, and a reset
-            # can take the unsent end of that answer with it: one request at a time to it
+        if (conn is not None and conn.server_closes and conn.responses <= 1
+                and conn.origin not in self.scheduler.no_pipeline):
+            # a server that closes after its first answer (HTTP/1.0, Connection: close) loses what
+            # is pipelined behind it, and a reset can take the unsent end of that answer with it:
+            # one request at a time to it. (One that closes after many, as nginx does after its
+            # keepalive_requests, is only ending a connection: not learnt)
             self.scheduler.no_pipeline.add(conn.origin)
             self._emit("warning", reason=f"{conn.origin} closes the connection after each answer: "
                                          f"one request at a time to it")

@@ -638,3 +638,14 @@ def test_an_origin_that_closes_after_each_answer_gets_one_request_at_a_time(
     assert len(learnt) == 1, learnt
     sent = sum(o.requests for o in run.result.snapshot.origins.values())
     assert sent <= len(files) + 2 * 3, sent      # lost at most what the first two connections pipelined
+
+
+def test_a_server_that_ends_a_connection_after_many_answers_is_still_pipelined_to(tmp_path: Path) -> None:
+    # nginx says "Connection: close" after keepalive_requests answers: that ends a connection, it
+    # does not make the origin an HTTP/1.0 one
+    files = {f"/ka/{i}.bin": blob(50 * KIB + i) for i in range(24)}
+    with FakeServer(files, close_after=4, announce_close=True, network=MemoryNetwork()) as server:
+        run = fetch(server, tmp_path, [spec(server, p) for p in files], Params(1, 2, 4))
+        assert run.result.ok, run.result.failed
+        assert_exact(run, server, *files)
+    assert not [e for e in run.events if e["event"] == "warning" and "closes the connection" in e["reason"]]
