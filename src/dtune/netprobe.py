@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Mapping
 
 from dtune.errors import HTTPError
-from dtune.http.connection import open_connection
+from dtune.http.access import DIRECT, Access
 from dtune.http.message import split_url
 from dtune.netfacts import (
     ASSUMED_BANDWIDTH,
@@ -25,7 +25,8 @@ from dtune.netfacts import (
 RTT_SAMPLES = 5                   # concurrent connects: the median of 5 costs one round trip
 
 
-async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0) -> float | None:
+async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0,
+                      access: Access = DIRECT) -> float | None:
     """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each).
 
     The connects run at once, so measuring costs one round trip, not ``samples``.
@@ -35,7 +36,7 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
     async def one() -> float | None:
         started = time.perf_counter()
         try:
-            conn = await open_connection(origin, timeout=timeout)
+            conn = await access.connect(origin, timeout=timeout)
         except HTTPError:
             return None
         elapsed = time.perf_counter() - started
@@ -49,7 +50,8 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
 async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: int | None = None,
                        rtt: float | None = None, seen_rtt: float | None = None,
                        mirrors: list[str] | None = None,
-                       early: Mapping[str, Awaitable[float | None]] | None = None) -> NetworkFacts:
+                       early: Mapping[str, Awaitable[float | None]] | None = None,
+                       access: Access = DIRECT) -> NetworkFacts:
     """Fill in what the user did not give.
 
     ``seen_rtt`` is a connect time already measured to ``url``'s origin (the
@@ -69,7 +71,7 @@ async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: 
             if i == 0 and seen_rtt is not None:
                 return seen_rtt
             pending = (early or {}).get(str(split_url(u)[0]))
-            return await pending if pending is not None else await measure_rtt(u)
+            return await pending if pending is not None else await measure_rtt(u, access=access)
         measured = await asyncio.gather(*(replica(i, u) for i, u in enumerate(replica_urls)))
         replica_rtt = [m if m is not None else ASSUMED_RTT for m in measured]
         if rtt is None:
@@ -82,7 +84,7 @@ async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: 
         rtt = seen_rtt
         how["rtt"] = "measured"
     if rtt is None:
-        rtt = await measure_rtt(url)
+        rtt = await measure_rtt(url, access=access)
         how["rtt"] = "measured" if rtt is not None else "assumed"
         rtt = rtt if rtt is not None else ASSUMED_RTT
     else:

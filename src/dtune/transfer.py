@@ -25,6 +25,7 @@ from dtune.engine.outcomes import backoff
 from dtune.engine.result import FileResult, TransferResult
 from dtune.errors import DiskError, DtuneError, UnsafePathError
 from dtune.fileio import lock_directory
+from dtune.http.access import DIRECT, Access
 from dtune.http.client import Fetcher
 from dtune.http.message import split_url
 from dtune.netfacts import NetworkFacts
@@ -65,6 +66,14 @@ class TransferPlan:
     model: str | None = None           # its model file (default: dtune model build's path)
     online: bool | None = None         # the online search; None: the tuner's default (on for auto)
     max_per_host: int = DEFAULT_CAP    # most connections to one origin
+    # headers, credentials, proxy and TLS trust (``http.access``): never part of ``record()``
+    access: Access = field(default=DIRECT, repr=False, compare=False)
+
+    def record(self) -> dict:
+        """What the history keeps of this plan: everything but ``access`` (credentials)."""
+        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT))
+        del info["access"]
+        return info
 
     def fixed(self) -> Fixed:
         """The parameters the user set explicitly: no tuner may change them."""
@@ -97,7 +106,7 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
         seen = (connect_times or {}).get(split_url(largest.url)[0])
         facts = await gather_facts(largest.url, bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer,
                                    rtt=plan.rtt, seen_rtt=statistics.median(seen) if seen else None,
-                                   mirrors=largest.mirrors, early=early)
+                                   mirrors=largest.mirrors, early=early, access=plan.access)
     tplan = tuner.plan(sizes, facts)
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
           "facts": facts.as_dict() if tuner.needs_facts else None,
@@ -241,7 +250,7 @@ def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
         except DtuneError:
             continue
         if origin not in tasks:
-            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror))
+            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror, access=plan.access))
     return tasks
 
 
@@ -249,7 +258,7 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
-    fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout)
+    fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
     early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
         opts = plan.options
@@ -287,6 +296,7 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         if tuner.searching:  # each step judged in round trips: shed at once
             options = dataclasses.replace(options, retire_cut=True)
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=on_event,
+                        access=plan.access,
                         partition_of=lambda i, _spec: tplan.partition_of[i])
         engine.range_policy = tplan.range_policy
         if on_engine is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import importlib
 import signal
 import sys
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = clock.elapsed()
     status = 0 if result.ok else 1
     if not args.no_history:
-        info = {**dataclasses.asdict(plan), "exit_status": status, "started_at": clock.started_at}
+        info = {**plan.record(), "exit_status": status, "started_at": clock.started_at}
         if result.energy:
             info.update(energy_j=result.energy["joules"], energy_kind=result.energy["kind"])
         try:

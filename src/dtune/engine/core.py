@@ -22,8 +22,10 @@ retiring lane sends nothing new, lets its outstanding responses finish,
 then closes; a retiring group hands the unassigned part of its files back to
 the queue. Nothing already fetched is fetched again.
 
-Connections come from ``connect`` (``http.connection.open_connection`` by
-default; ``http.memory`` gives in-memory ones for tests). The clock is
+Connections come from ``connect`` (by default ``access.connect``: direct, or
+through a proxy; ``http.memory`` gives in-memory ones for tests), and every
+request's headers from ``access`` (``http.access``: credentials scoped per
+origin). The clock is
 ``loop.time()``; accounting and tuners read ``snapshot()``.
 """
 
@@ -68,7 +70,8 @@ from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to
 from dtune.engine.state import Lane, Partition, iter_lanes
 from dtune.engine.ticker import StallError, run_ticker
 from dtune.errors import DiskError, HTTPError, RangeCut
-from dtune.http.connection import Connection, open_connection
+from dtune.http.access import DIRECT, Access
+from dtune.http.connection import Connection
 from dtune.http.message import Origin
 from dtune.params import Params
 
@@ -93,10 +96,12 @@ class Engine:
     def __init__(self, files: list[FileSpec], final_paths: list[Path],
                  params: Params | dict[str, Params], *, options: EngineOptions | None = None,
                  partition_of: Callable[[int, FileSpec], str] | None = None,
-                 on_event: EventSink | None = None, connect: Connector | None = None) -> None:
+                 on_event: EventSink | None = None, connect: Connector | None = None,
+                 access: Access = DIRECT) -> None:
         self.options = options or EngineOptions()
         self._on_event = on_event
-        self._open = connect or open_connection
+        self.access = access  # request headers (credentials, scoped per origin) and the route
+        self._open = connect or access.connect
         if isinstance(params, Params):
             params = {"all": params}
         self.partitions: dict[str, Partition] = {name: Partition(name, p) for name, p in params.items()}
@@ -364,7 +369,8 @@ class Engine:
         """The request for what the scheduler handed out (cutting the victim first, for a Cut)."""
         piece = action.piece if isinstance(action, Cut) else action
         job = RangeJob(piece.file, lane, piece.start, piece.end, piece.ranged, report=self._report,
-                       journal_every=self.options.journal_every, small_body=self.options.small_error_body)
+                       journal_every=self.options.journal_every, small_body=self.options.small_error_body,
+                       access=self.access)
         if piece.whole_stream:
             piece.file.full_job = job
         if isinstance(action, Cut):

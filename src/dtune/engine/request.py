@@ -32,8 +32,8 @@ from dtune.engine.outcomes import (
 )
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error, write_all
+from dtune.http.access import DIRECT, Access
 from dtune.http.message import (
-    build_request,
     parse_content_range,
     parse_retry_after,
     parse_unsatisfied_range,
@@ -65,7 +65,7 @@ class RangeJob:
                  "small_body")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
-                 report: ReportSink, journal_every: int, small_body: int) -> None:
+                 report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT) -> None:
         self.report = report
         self.file = file
         self.lane = lane
@@ -96,10 +96,10 @@ class RangeJob:
             known = rep.validators if rep.validators is not None else (
                 file.journal_validators if lane.replica == 0 else None)
             tag = known.if_range() if known is not None else None
-            self.request = build_request("GET", rep.origin, rep.target, (start, end),
-                                         {"If-Range": tag} if tag is not None else None)
+            self.request = access.request("GET", rep.origin, rep.target, (start, end),
+                                          {"If-Range": tag} if tag is not None else None)
         else:
-            self.request = build_request("GET", rep.origin, rep.target, None)
+            self.request = access.request("GET", rep.origin, rep.target, None)
 
     def describe(self) -> str:
         f = self.file

@@ -11,8 +11,9 @@ import asyncio
 from dataclasses import dataclass
 
 from dtune.errors import HTTPError
-from dtune.http.connection import Connection, ConnectionClosed, FutureExchange, open_connection
-from dtune.http.message import Origin, build_request, resolve_location, split_url
+from dtune.http.access import DIRECT, Access
+from dtune.http.connection import Connection, ConnectionClosed, FutureExchange
+from dtune.http.message import Origin, resolve_location, split_url
 
 MAX_REDIRECTS = 5
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -65,8 +66,9 @@ class _Collect(FutureExchange):
 class Fetcher:
     """Small-document client with a per-origin pool of idle connections."""
 
-    def __init__(self, *, timeout: float = 30.0) -> None:
+    def __init__(self, *, timeout: float = 30.0, access: Access = DIRECT) -> None:
         self.timeout = timeout
+        self.access = access
         self._idle: dict[Origin, list[Connection]] = {}
         # seconds each new connection took to open, per origin: one round trip each (the RTT
         # the tuners start from, measured on connections the transfer needed anyway)
@@ -88,13 +90,13 @@ class Fetcher:
                     max_bytes: int) -> FetchResult:
         origin, target = split_url(url)
         loop = asyncio.get_running_loop()
-        request = build_request(method, origin, target, extra=headers)
+        request = self.access.request(method, origin, target, extra=headers)
         conn = self._take(origin)
         for attempt in (1, 2):
             reused = conn is not None
             if conn is None:
                 started = loop.time()
-                conn = await open_connection(origin, timeout=self.timeout)
+                conn = await self.access.connect(origin, timeout=self.timeout)
                 self.connect_times.setdefault(origin, []).append(loop.time() - started)
             ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
             conn.send(ex)

@@ -1,0 +1,97 @@
+"""How dtune reaches an origin: the headers each request carries, the route, and TLS trust.
+
+One ``Access`` is built per transfer and handed to everything that opens a
+connection or writes a request (discovery's ``Fetcher``, the engine's lanes,
+the RTT probe). It holds the only copies of credentials: they are not part of
+``TransferPlan`` (which is written to the history), they are never put into a
+URL that dtune prints, and each one is **scoped**:
+
+- a credential applies to the origins it was given for (a ``--header`` or a
+  token to the origins the user named; URL userinfo to its own origin; a
+  ``.netrc`` entry to its host; a cookie to its domain and path), so a
+  redirect to another origin never carries it;
+- ``Access.trust(origin)`` widens the user-named set, for the URLs of a URL
+  list or Metalink the user gave.
+
+Request headers come from ``HeaderSource``s, consulted in order for every
+request; a later source does not override a header an earlier one set. The
+route (direct, or through an HTTP proxy, with CONNECT for https) and the TLS
+context come from ``Route``. With nothing configured, ``request()`` costs what
+``build_request`` costs: nothing is looked up per request.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Iterable
+from typing import Protocol
+
+from dtune.http.connection import Connection, open_connection
+from dtune.http.message import Origin, build_request, split_url
+
+
+class HeaderSource(Protocol):
+    """Adds headers to a request to ``origin`` (credentials, cookies, a signature)."""
+
+    def headers(self, method: str, origin: Origin, target: str, trusted: bool) -> dict[str, str] | None:
+        """Headers for this request, or None. ``trusted``: the origin is one the user named."""
+        ...
+
+
+class Route(Protocol):
+    """How a connection to ``origin`` is opened: directly or through a proxy."""
+
+    def proxied(self, origin: Origin) -> bool:
+        """A plain-HTTP proxy carries requests to ``origin``: the request line names the
+        absolute URL (RFC 9112 absolute-form)."""
+        ...
+
+    async def connect(self, origin: Origin, *, timeout: float, ssl_context: ssl.SSLContext | None) -> Connection:
+        ...
+
+
+class Access:
+    """Headers, route and TLS for every connection and request of one transfer."""
+
+    def __init__(self, sources: Iterable[HeaderSource] = (), *, route: Route | None = None,
+                 ssl_context: ssl.SSLContext | None = None, trusted: Iterable[Origin] = ()) -> None:
+        self.sources = list(sources)
+        self.route = route
+        self.ssl_context = ssl_context
+        self.trusted: set[Origin] = set(trusted)
+
+    def trust(self, origin: Origin) -> None:
+        """Count ``origin`` as one the user named (credentials meant for those go to it)."""
+        self.trusted.add(origin)
+
+    def trust_url(self, url: str) -> None:
+        self.trust(split_url(url)[0])
+
+    def request(self, method: str, origin: Origin, target: str, range_: tuple[int, int] | None = None,
+                extra: dict[str, str] | None = None) -> bytes:
+        """The request's bytes, with every header the sources add for ``origin``."""
+        if self.sources:
+            trusted = origin in self.trusted
+            added: dict[str, str] = {}
+            seen = {name.lower() for name in extra} if extra else set()
+            for source in self.sources:
+                more = source.headers(method, origin, target, trusted)
+                if more:
+                    for name, value in more.items():
+                        if name.lower() not in seen:
+                            seen.add(name.lower())
+                            added[name] = value
+            if added:
+                extra = {**extra, **added} if extra else added
+        if self.route is not None and origin.scheme == "http" and self.route.proxied(origin):
+            target = f"{origin}{target}"
+        return build_request(method, origin, target, range_, extra)
+
+    async def connect(self, origin: Origin, *, timeout: float) -> Connection:
+        """A new connection to ``origin`` (through the route, with this transfer's TLS trust)."""
+        if self.route is not None:
+            return await self.route.connect(origin, timeout=timeout, ssl_context=self.ssl_context)
+        return await open_connection(origin, timeout=timeout, ssl_context=self.ssl_context)
+
+
+DIRECT = Access()  # no credentials, no proxy, the default TLS trust
