@@ -29,6 +29,7 @@ from dtune.fileio import raise_open_file_limit
 # `dtune --help` and a mistyped command import them all.
 COMMANDS = {
     "get": "dtune.commands.get",
+    "config": "dtune.commands.config",
     "serve": "dtune.server.cli",
     "demo": "dtune.commands.demo",
     "testbed": "dtune.testbed.cli",

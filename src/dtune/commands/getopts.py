@@ -1,0 +1,132 @@
+"""Every option of ``dtune get`` (and of ``dtune.get()``), declared once.
+
+A row gives the flags, the help, the ``--help`` group, the default and the
+parser; the environment variable, config key and Python keyword are derived
+from it (``dtune.config``). Add an option here and it exists everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dtune import argtypes
+from dtune.config import Option, Value
+from dtune.engine.options import EngineOptions
+from dtune.errors import UsageError
+from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan
+from dtune.tuners.online import DEFAULT_CAP
+from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
+from dtune.tuners.registry import TUNERS
+from dtune.tuners.registry import help_text as tuner_help
+
+GROUPS = {  # --help shows them in this order
+    "tuning": "tuning (unset values are chosen by dtune)",
+    "replicas": "replicas",
+    "access": "headers, credentials, proxies and TLS",
+    "s3": "S3 buckets (s3://BUCKET/PREFIX/)",
+    "selection": "selection, sync and limits",
+    "checks": "checksums",
+    "reliability": "reliability",
+    "output": "output",
+}
+
+
+def _partitions(text: str) -> int:
+    n = argtypes.positive(text)
+    if n > 4:
+        raise ValueError(f"'{text}' is not 1 to 4")
+    return n
+
+
+_d = EngineOptions()
+
+OPTIONS: list[Option] = [
+    # ── tuning ──────────────────────────────────────────────────────────────────────────────
+    Option(("--cc",), "concurrency: files in flight at once (groups)", "tuning",
+           parse=argtypes.positive, metavar="N"),
+    Option(("-p", "--parallelism"), "parallelism: TCP connections (lanes) per file", "tuning",
+           parse=argtypes.positive, metavar="N"),
+    Option(("--pp",), "pipelining: requests outstanding on one connection", "tuning",
+           parse=argtypes.positive, metavar="N"),
+    Option(("--tuner",), tuner_help(), "tuning", default=DEFAULT_TUNER, choices=TUNERS, metavar="NAME"),
+    Option(("--max-cc",), "most groups (files in flight) a tuner may use", "tuning",
+           default=DEFAULT_MAX_CC, parse=argtypes.positive, metavar="N"),
+    Option(("--partitions",), "most size partitions, 1 to 4", "tuning",
+           default=DEFAULT_PARTITIONS, parse=_partitions, metavar="N"),
+    Option(("--online",), "search the number of connections on measured goodput while the transfer "
+           "runs, starting from the tuner's θ (default: on for auto and dtree, off for the papers' "
+           "tuners, which --online turns on)", "tuning", kind="switch"),
+    Option(("--max-connections-per-host",), "most connections to one origin, whatever the tuner; "
+           "values you fix with --cc and -p are kept", "tuning",
+           default=DEFAULT_CAP, parse=argtypes.positive, metavar="N"),
+    Option(("--bandwidth",), "link bandwidth in bits/s, e.g. 1G or 400M (default: assumed 1G for the "
+           "first plan, which the online search then corrects; a transfer recorded with an assumed "
+           "bandwidth is not learnt from by `dtune model build`)", "tuning",
+           parse=argtypes.rate, metavar="RATE"),
+    Option(("--tcp-buffer",), "TCP buffer size, e.g. 512K (default: the OS receive maximum)", "tuning",
+           parse=argtypes.size, metavar="BYTES"),
+    Option(("--rtt",), "round-trip time in ms (default: measured from TCP connects)", "tuning",
+           parse=argtypes.millis, metavar="MS"),
+    Option(("--sla",), "dtree (and auto with a model): maximise throughput or minimise energy "
+           "(default max-throughput)", "tuning", choices=("max-throughput", "min-energy"), metavar="GOAL"),
+    Option(("--min-throughput",), "dtree min-energy: the throughput floor in bits/s, e.g. 150M", "tuning",
+           parse=argtypes.rate, metavar="RATE"),
+    Option(("--max-energy",), "dtree max-throughput: the energy ceiling of the whole transfer in J",
+           "tuning", parse=argtypes.positive_number, metavar="JOULES"),
+    Option(("--model",), "dtree: the model file (default: where `dtune model build` writes, "
+           "~/.local/share/dtune/model.json; else the demo model shipped with dtune)", "tuning",
+           metavar="PATH"),
+    # ── replicas ────────────────────────────────────────────────────────────────────────────
+    Option(("--mirror",), "another URL serving the same data (repeatable): a file URL for a file "
+           "source, a directory URL with the same tree for a directory source; all replicas are "
+           "used at once (MDTP)", "replicas", kind="list", metavar="URL"),
+    # ── access: headers, credentials, proxies, TLS ──────────────────────────────────────────
+    # ── s3 ──────────────────────────────────────────────────────────────────────────────────
+    # ── selection, sync and limits ──────────────────────────────────────────────────────────
+    # ── checksums ───────────────────────────────────────────────────────────────────────────
+    # ── reliability ─────────────────────────────────────────────────────────────────────────
+    Option(("--stall-timeout",), "drop a connection that received nothing for S seconds", "reliability",
+           default=_d.stall_timeout, parse=argtypes.seconds, metavar="S"),
+    Option(("--speed-limit", "--lowest-speed-limit"),
+           "drop a connection that receives less than BYTES per second (1K, 500) over --speed-time, "
+           "and ask for its bytes again; a file that keeps falling below fails after --retries such "
+           "windows; 0: no floor", "reliability", default=_d.speed_limit, parse=argtypes.byte_rate,
+           metavar="BYTES"),
+    Option(("--speed-time",), "the window of --speed-limit in seconds", "reliability",
+           default=_d.speed_time, parse=argtypes.seconds, metavar="S"),
+    Option(("--header-timeout",), "drop a connection whose response status line and headers take "
+           "longer than S seconds from their first byte", "reliability",
+           default=_d.header_timeout, parse=argtypes.seconds, metavar="S"),
+    Option(("--connect-timeout",), "give up connecting after S seconds", "reliability",
+           default=_d.connect_timeout, parse=argtypes.seconds, metavar="S"),
+    Option(("--retries",), "consecutive failures of one file before it fails", "reliability",
+           default=_d.retries, parse=argtypes.count, metavar="N"),
+    # ── output ──────────────────────────────────────────────────────────────────────────────
+    Option(("--json",), "print NDJSON events on stdout (start, progress each second, file_done, "
+           "retry, error, summary)", "output", kind="flag"),
+    Option(("--no-progress",), "no progress bar even on a terminal", "output", kind="flag"),
+    Option(("--history",), "transfer history database (SQLAlchemy URL or SQLite path; default "
+           "~/.local/share/dtune/history.db)", "output", metavar="URL"),
+    Option(("--no-history",), "do not record this transfer", "output", kind="flag"),
+]
+
+
+def build_plan(sources: list[str], output: str, values: Mapping[str, Value]) -> TransferPlan:
+    """The ``TransferPlan`` for resolved option values (``dtune.config.resolve``); a combination
+    that makes no sense is a UsageError naming the flags."""
+    v = {name: value.value for name, value in values.items()}
+    dtree = {"--sla": v["sla"], "--min-throughput": v["min_throughput"], "--max-energy": v["max_energy"],
+             "--model": v["model"]}
+    given = [flag for flag, value in dtree.items() if value is not None]
+    if given and v["tuner"] not in ("dtree", "auto"):
+        raise UsageError(f"{given[0]} is for --tuner dtree (or auto), not {v['tuner']}")
+    options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
+                            retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
+                            header_timeout=v["header_timeout"])
+    return TransferPlan(sources=list(sources), outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
+                        mirrors=list(v["mirror"] or []), options=options, tuner=v["tuner"],
+                        max_cc=v["max_cc"], partitions=v["partitions"], bandwidth=v["bandwidth"],
+                        online=v["online"], max_per_host=v["max_connections_per_host"],
+                        tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
+                        min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
+                        max_energy_j=v["max_energy"], model=v["model"])
