@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dtune.checksums import Checksum
+
 
 @dataclass(slots=True)
 class FileSpec:
@@ -22,6 +24,7 @@ class FileSpec:
     mirrors   other URLs serving the same bytes (MDTP uses them)
     mtime     seconds since the epoch, when known
     ranges    the source said its server honours Range (``Accept-Ranges: bytes`` on HEAD)
+    checksum  a published digest other than ``sha256`` (``dtune.checksums.Checksum``)
     """
 
     url: str
@@ -31,6 +34,7 @@ class FileSpec:
     mirrors: list[str] = field(default_factory=list)
     mtime: float | None = None
     ranges: bool = False
+    checksum: Checksum | None = None
 
 
 @dataclass(slots=True)

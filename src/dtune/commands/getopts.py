@@ -7,12 +7,16 @@ from it (``dtune.config``). Add an option here and it exists everywhere.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from typing import Any
 
 from dtune import argtypes
 from dtune.config import Option, Value
 from dtune.engine.options import EngineOptions
 from dtune.errors import UsageError
+from dtune.http.access import Access
+from dtune.http.message import Origin, split_url
 from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan
 from dtune.tuners.online import DEFAULT_CAP
 from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
@@ -80,9 +84,11 @@ OPTIONS: list[Option] = [
     Option(("--mirror",), "another URL serving the same data (repeatable): a file URL for a file "
            "source, a directory URL with the same tree for a directory source; all replicas are "
            "used at once (MDTP)", "replicas", kind="list", metavar="URL"),
-    # ── access: headers, credentials, proxies, TLS ──────────────────────────────────────────
+    # ── access: headers and credentials (http/auth.py) ──────────────────────────────────────
+    # ── access: proxies and TLS (http/proxy.py, http/trust.py) ──────────────────────────────
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
-    # ── selection, sync and limits ──────────────────────────────────────────────────────────
+    # ── selection and sync ──────────────────────────────────────────────────────────────────
+    # ── limits ──────────────────────────────────────────────────────────────────────────────
     # ── checksums ───────────────────────────────────────────────────────────────────────────
     # ── reliability ─────────────────────────────────────────────────────────────────────────
     Option(("--stall-timeout",), "drop a connection that received nothing for S seconds", "reliability",
@@ -111,7 +117,34 @@ OPTIONS: list[Option] = [
 ]
 
 
-def build_plan(sources: list[str], output: str, values: Mapping[str, Value]) -> TransferPlan:
+def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
+                 environ: Mapping[str, str] | None = None) -> tuple[Access, list[str], list[str]]:
+    """The transfer's ``Access`` (credentials, proxy, TLS), and the sources and mirrors without
+    the userinfo they carried: only the ``Access`` holds credentials."""
+    from dtune.http.auth import header_sources, strip_userinfo
+    from dtune.http.proxy import route_from
+    from dtune.http.trust import ssl_context_from
+
+    userinfo: dict[Origin, tuple[str, str]] = {}
+    clean: list[list[str]] = [[], []]
+    for urls, out in ((sources, clean[0]), (mirrors, clean[1])):
+        for url in urls:
+            bare, cred = strip_userinfo(url)
+            out.append(bare)
+            if cred is not None and "://" in bare:
+                userinfo[split_url(bare)[0]] = cred
+    trusted = set()
+    for url in clean[0] + clean[1]:
+        if url.startswith(("http://", "https://")):
+            trusted.add(split_url(url)[0])
+    access = Access(header_sources(values, userinfo),
+                    route=route_from(values, os.environ if environ is None else environ),
+                    ssl_context=ssl_context_from(values), trusted=trusted)
+    return access, clean[0], clean[1]
+
+
+def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
+               environ: Mapping[str, str] | None = None) -> TransferPlan:
     """The ``TransferPlan`` for resolved option values (``dtune.config.resolve``); a combination
     that makes no sense is a UsageError naming the flags."""
     v = {name: value.value for name, value in values.items()}
@@ -123,8 +156,9 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value]) -> 
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
                             header_timeout=v["header_timeout"])
-    return TransferPlan(sources=list(sources), outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
-                        mirrors=list(v["mirror"] or []), options=options, tuner=v["tuner"],
+    access, sources, mirrors = build_access(v, list(sources), list(v["mirror"] or []), environ)
+    return TransferPlan(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
+                        mirrors=mirrors, options=options, tuner=v["tuner"], access=access,
                         max_cc=v["max_cc"], partitions=v["partitions"], bandwidth=v["bandwidth"],
                         online=v["online"], max_per_host=v["max_connections_per_host"],
                         tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],

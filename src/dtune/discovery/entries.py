@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dtune.checksums import Checksum
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -20,6 +22,7 @@ class Entry:
     size     exact bytes, when the listing states them exactly
     mtime    seconds since the epoch, when the listing states it
     sha256   lowercase hex
+    checksum another published digest (``dtune.checksums.Checksum``: md5, sha-512, adler32, ...)
     urls     request-ready absolute URLs the listing names for this entry, best
              first; empty when the URL is built from the directory URL + name
     """
@@ -30,6 +33,7 @@ class Entry:
     mtime: float | None = None
     sha256: str | None = None
     urls: tuple[str, ...] = ()
+    checksum: Checksum | None = None
 
 
 @dataclass(slots=True)
