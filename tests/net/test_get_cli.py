@@ -257,3 +257,37 @@ def test_a_bad_option_exits_2_with_a_one_line_error_and_touches_nothing(
     errors = [line for line in done.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("dtune") and done.stdout == ""
     assert not out.exists()
+
+
+# -- options from the config file and the environment ---------------------------------------------
+
+def test_the_config_file_and_the_environment_set_options_and_the_command_line_wins(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    cfg = tmp_path / "dtune.toml"
+    cfg.write_text('json = true\nretries = 0\nspeed-time = "7"\n')
+    with FakeServer({"/missing.bin": b"x" * 1000}) as fake:
+        fake.rules["/missing.bin"] = Rule(status=503, methods=("GET", "HEAD"))
+        done = run_dtune({**env, "DTUNE_CONFIG": str(cfg)}, "get", f"{fake.base}/missing.bin",
+                         "-o", str(tmp_path / "out"), "--no-history")
+        # json from the file: NDJSON on stdout; retries = 0: the 503 fails at once
+        events = events_of(done.stdout)
+        assert done.code == 1 and events[-1]["event"] == "summary"
+        assert sum(1 for e in events if e["event"] == "retry") == 0
+        done = run_dtune({**env, "DTUNE_CONFIG": str(cfg), "DTUNE_RETRIES": "2"}, "get",
+                         f"{fake.base}/missing.bin", "-o", str(tmp_path / "out"), "--no-history",
+                         "--retries", "1")
+        assert sum(1 for e in events_of(done.stdout) if e["event"] == "retry") == 1  # the flag won
+    shown = run_dtune({**env, "DTUNE_CONFIG": str(cfg), "DTUNE_RETRIES": "2"}, "config", "show", "--json")
+    values = json.loads(shown.stdout)
+    assert values["retries"] == {"value": "2", "origin": "environment DTUNE_RETRIES"}
+    assert values["speed-time"] == {"value": "7.0", "origin": f"config file {cfg}"}
+    assert values["stall-timeout"]["origin"] == "default"
+
+
+def test_a_config_file_with_an_unknown_key_exits_2_naming_file_and_key(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    cfg = tmp_path / "dtune.toml"
+    cfg.write_text("retrys = 3\n")
+    done = run_dtune(env, "get", "http://127.0.0.1:9/x.bin", "-o", str(tmp_path / "out"), "--config", str(cfg))
+    assert done.code == 2 and f"config file {cfg}: unknown key 'retrys'" in done.stderr
+    assert not (tmp_path / "out").exists()
