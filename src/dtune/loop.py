@@ -1,4 +1,8 @@
-"""Running coroutines: uvloop when installed, the stdlib loop otherwise."""
+"""Running coroutines: uvloop when installed, the stdlib loop otherwise.
+
+``run_async`` is for the ``dtune`` program, which owns the process and its
+signals; ``run_quietly`` for a library call (``dtune.get``), whose caller does.
+"""
 
 from __future__ import annotations
 
@@ -58,3 +62,32 @@ def run_async(coro: Coroutine[Any, Any, T], *, stop_signals: tuple[int, ...] = (
             raise Stopped(caught[0]) from None
         raise
     return box[0]
+
+
+def run_quietly(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end on a new loop, as ``asyncio.run`` does, without installing any
+    signal handler: the program that calls dtune keeps its own (``asyncio.run`` would put one
+    on SIGINT while it runs).
+
+    Ctrl-C still ends the run cleanly: the KeyboardInterrupt stops the loop, every task
+    left is cancelled and run to its end (each ``finally`` runs: the engine journals what it
+    wrote), then the KeyboardInterrupt goes on to the caller.
+    """
+    loop = uvloop.new_event_loop() if uvloop is not None else asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            _cancel_all(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))

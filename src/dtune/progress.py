@@ -62,23 +62,10 @@ class JsonReporter:
             pass
 
     def progress(self, snap: Snapshot) -> None:
-        self.event({"event": "progress", "t": round(snap.elapsed, 3), "bytes": snap.bytes,
-                    "bytes_resumed": snap.bytes_resumed, "bytes_total": snap.bytes_total,
-                    "rate_mbps": round(snap.mbps, 3), "eta": None if snap.eta is None else round(snap.eta, 1),
-                    "files_done": snap.files_done + snap.files_skipped, "files_total": snap.files_total,
-                    "files_failed": snap.files_failed, "retries": snap.retries,
-                    "connections": snap.connections,
-                    "rtt_ms": None if snap.rtt is None else round(snap.rtt * 1000, 2),
-                    "partitions": {k: {"bytes": v.bytes, "rate_mbps": round(v.rate * 8 / 1e6, 3),
-                                       "eta": v.eta, "lanes": v.lanes, "params": v.params.as_dict()}
-                                   for k, v in snap.partitions.items()},
-                    "origins": {k: {"bytes": v.bytes, "requests": v.requests,
-                                    "rate_mbps": round(v.rate * 8 / 1e6, 3)}
-                                for k, v in snap.origins.items()}})
+        self.event(progress_event(snap))
 
     def summary(self, result: TransferResult, seconds: float) -> None:
-        self.event({"event": "summary", **summary_fields(result, seconds),
-                    "failed": [{"file": f.relpath, "reason": f.error} for f in result.failed]})
+        self.event(summary_event(result, seconds))
 
 
 class ConsoleReporter:
@@ -171,6 +158,29 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
             "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,
             "retries": snap.retries if snap else 0,
             "energy": result.energy}
+
+
+def progress_event(snap: Snapshot) -> dict:
+    """The ``progress`` event of ``--json`` (and of ``dtune.get(progress=...)``), from a snapshot."""
+    return {"event": "progress", "t": round(snap.elapsed, 3), "bytes": snap.bytes,
+            "bytes_resumed": snap.bytes_resumed, "bytes_total": snap.bytes_total,
+            "rate_mbps": round(snap.mbps, 3), "eta": None if snap.eta is None else round(snap.eta, 1),
+            "files_done": snap.files_done + snap.files_skipped, "files_total": snap.files_total,
+            "files_failed": snap.files_failed, "retries": snap.retries,
+            "connections": snap.connections,
+            "rtt_ms": None if snap.rtt is None else round(snap.rtt * 1000, 2),
+            "partitions": {k: {"bytes": v.bytes, "rate_mbps": round(v.rate * 8 / 1e6, 3),
+                               "eta": v.eta, "lanes": v.lanes, "params": v.params.as_dict()}
+                           for k, v in snap.partitions.items()},
+            "origins": {k: {"bytes": v.bytes, "requests": v.requests,
+                            "rate_mbps": round(v.rate * 8 / 1e6, 3)}
+                        for k, v in snap.origins.items()}}
+
+
+def summary_event(result: TransferResult, seconds: float) -> dict:
+    """The last event of a transfer: ``summary_fields`` and the failed files with their reasons."""
+    return {"event": "summary", **summary_fields(result, seconds),
+            "failed": [{"file": f.relpath, "reason": f.error} for f in result.failed]}
 
 
 class Clock:

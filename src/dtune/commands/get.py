@@ -12,7 +12,6 @@ from pathlib import Path
 
 from dtune.commands.getopts import GROUPS, OPTIONS, build_plan
 from dtune.config import add_arguments, resolve
-from dtune.errors import DtuneError
 from dtune.loop import run_async
 from dtune.progress import Clock, ConsoleReporter, JsonReporter
 from dtune.transfer import transfer
@@ -84,15 +83,9 @@ def run(args: argparse.Namespace) -> int:
     seconds = clock.elapsed()
     status = 0 if result.ok else 1
     if not opts["no_history"]:
-        info = {**plan.record(), "exit_status": status, "started_at": clock.started_at}
-        if result.energy:
-            info.update(energy_j=result.energy["joules"], energy_kind=result.energy["kind"])
-        try:
-            from dtune.history import save_transfer
-            row = save_transfer(result, info, opts["history"])
-            reporter.event({"event": "history", "id": row})
-        except DtuneError as exc:
-            reporter.event({"event": "warning", "reason": f"transfer history not written: {exc}"})
+        from dtune.history import record_transfer
+        reporter.event(record_transfer(plan, result, status=status, started_at=clock.started_at,
+                                       url=opts["history"]))
     reporter.summary(result, seconds)  # the last event
     return status
 

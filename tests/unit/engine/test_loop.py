@@ -59,3 +59,43 @@ def test_a_stop_signal_cancels_the_run_lets_every_finally_run_and_raises_stopped
     assert info.value.signum == signal.SIGTERM and str(info.value) == "stopped by SIGTERM"
     assert cleaned == [True]
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL   # the handler went with the loop
+
+
+def test_run_quietly_installs_no_signal_handler_and_returns_the_value() -> None:
+    import signal
+
+    from dtune.loop import run_quietly
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+
+    async def main() -> dict:
+        await asyncio.sleep(0)
+        return {s: signal.getsignal(s) for s in before}
+
+    assert run_quietly(main()) == before
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_run_quietly_on_ctrl_c_runs_every_finally_then_raises_keyboardinterrupt() -> None:
+    import time
+
+    from dtune.loop import run_quietly
+    cleaned = []
+
+    def ctrl_c() -> None:
+        raise KeyboardInterrupt                      # where Ctrl-C lands without a handler: anywhere
+
+    async def lane(name: str) -> None:
+        try:
+            await asyncio.sleep(30)
+        finally:
+            await asyncio.sleep(0)                   # a finally may still await (the engine's does)
+            cleaned.append(name)
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(0.05, ctrl_c)
+        await asyncio.gather(lane("a"), lane("b"))
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_quietly(main())
+    assert sorted(cleaned) == ["a", "b"] and time.monotonic() - started < 5

@@ -1,0 +1,110 @@
+"""A pooch downloader that fetches with dtune.
+
+    import pooch, dtune.pooch
+    path = pooch.retrieve(url, known_hash="sha256:...", downloader=dtune.pooch.Downloader(retries=3))
+
+pooch hands the downloader a temporary file next to the cache entry; dtune fetches the URL
+(tuned, verified against its size and any digest the server publishes) into a ``dtune-``
+directory beside it and moves it there. pooch then checks ``known_hash`` and moves it into
+the cache, or removes it and raises. The pooch package is only needed to call pooch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from dtune.api import aget_files, resolve_options
+
+
+class Downloader:
+    """``Downloader(progressbar=False, **options)``: ``options`` are those of ``dtune get``
+    (``retries=3``, ``max_connections_per_host=8``), checked when the downloader is made.
+
+    ``progressbar``: False, True (a tqdm bar on stderr, as pooch's own downloaders draw;
+    needs tqdm) or an object with ``total``, ``update(n)``, ``reset()`` and ``close()``
+    (pooch's custom progress bars).
+    """
+
+    def __init__(self, progressbar: Any = False, **options: Any) -> None:
+        resolve_options(options)  # an unknown keyword or a bad value fails here, not at the first fetch
+        if progressbar is True:
+            try:
+                import tqdm  # noqa: F401  (only to say now that it is missing)
+            except ImportError:
+                raise ValueError("Missing package 'tqdm' required for progress bars.") from None
+        self.progressbar = progressbar
+        self.options = options
+
+    def __call__(self, url: str, output_file: Any, pooch: Any, check_only: bool = False) -> bool | None:
+        """Fetch ``url`` to ``output_file`` (a path or a binary file object); with ``check_only``,
+        only say whether the server has it (HEAD answered 200)."""
+        if check_only:
+            return exists(url, **self.options)
+        from dtune.loop import run_quietly
+
+        bar = _Bar(self.progressbar)
+        try:
+            if hasattr(output_file, "write"):
+                with tempfile.TemporaryDirectory(prefix="dtune-") as tmp:
+                    path = os.path.join(tmp, "file")
+                    run_quietly(aget_files([(url, path)], progress=bar, **self.options)).raise_for_status()
+                    with open(path, "rb") as f:
+                        shutil.copyfileobj(f, output_file)
+            else:
+                run_quietly(aget_files([(url, output_file)], progress=bar, **self.options)).raise_for_status()
+        finally:
+            bar.close()
+        return None
+
+
+def exists(url: str, **options: Any) -> bool:
+    """Whether ``url`` answers a HEAD with 200 (redirects followed), with the headers, proxy and
+    TLS trust the options give (``dtune get``'s, config file and environment included)."""
+    from dtune.commands.getopts import build_access
+    from dtune.http.client import Fetcher
+    from dtune.loop import run_quietly
+
+    values = {name: v.value for name, v in resolve_options(options).items()}
+    access, (bare,), _ = build_access(values, [url], [])
+
+    async def head() -> int:
+        fetcher = Fetcher(timeout=values["connect_timeout"] + values["stall_timeout"], access=access)
+        try:
+            return (await fetcher.fetch(bare, method="HEAD")).status
+        finally:
+            fetcher.close()
+
+    return run_quietly(head()) == 200
+
+
+class _Bar:
+    """dtune's progress events drawn on a pooch-style progress bar (bytes)."""
+
+    def __init__(self, progressbar: Any) -> None:
+        self.bar = None
+        if progressbar is True:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=0, unit="B", unit_scale=True, leave=True)
+        elif progressbar:
+            self.bar = progressbar
+        self.done = 0
+
+    def __call__(self, event: dict) -> None:
+        kind = event.get("event")
+        if self.bar is None or kind not in ("progress", "summary"):
+            return
+        done = event["bytes"] + event["bytes_resumed"]
+        total = event.get("bytes_total") if kind == "progress" else (self.bar.total or done)
+        if total is not None and self.bar.total != total:
+            self.bar.total = total
+        if done > self.done:
+            self.bar.update(done - self.done)
+            self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
