@@ -258,11 +258,14 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
+    for warning in plan.access.warnings:
+        emit({"event": "warning", "reason": warning})
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
     early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
         opts = plan.options
         dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
+                                 trust=None if plan.access is DIRECT else plan.access.trust_url,
                                  delay=lambda n, after: backoff(n, after, opts, random.uniform(
                                      1 - opts.backoff_jitter, 1 + opts.backoff_jitter)))
         connect_times = dict(fetcher.connect_times)

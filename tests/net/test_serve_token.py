@@ -8,8 +8,9 @@ content. The token never appears in what the server prints (the serving
 line, the access log, its summary), and the file's rules hold at the
 command line: one ``dtune:`` line and exit status 2.
 
-``dtune get`` has no way to send a bearer token yet, so only curl and raw
-sockets talk to these servers. One server runs over plain HTTP, one with TLS.
+Here curl and raw sockets talk to these servers (``dtune get --token-file``
+against one is in ``test_auth_real.py``). One server runs over plain HTTP, one
+with TLS.
 """
 
 from __future__ import annotations

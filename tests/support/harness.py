@@ -41,9 +41,11 @@ def default_sigint() -> None:
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:
-    """A child's environment that writes nothing under the real home directory."""
+    """A child's environment that writes nothing under the real home directory, and reads no
+    ``~/.netrc`` of the developer's (``NETRC`` names one in ``home``, absent unless a test writes it)."""
     env = {**os.environ, "XDG_DATA_HOME": str(home / "data"), "XDG_CACHE_HOME": str(home / "cache"),
-           "XDG_CONFIG_HOME": str(home / "config"), "PYTHONUNBUFFERED": "1", **extra}
+           "XDG_CONFIG_HOME": str(home / "config"), "NETRC": str(home / "netrc"), "PYTHONUNBUFFERED": "1",
+           **extra}
     env.pop("DTUNE_DEBUG", None)
     return env
 

@@ -85,6 +85,22 @@ OPTIONS: list[Option] = [
            "source, a directory URL with the same tree for a directory source; all replicas are "
            "used at once (MDTP)", "replicas", kind="list", metavar="URL"),
     # ── access: headers and credentials (http/auth.py) ──────────────────────────────────────
+    Option(("--header",), "send this header, 'Name: value' (repeatable), to the origins you named (the "
+           "sources, the mirrors, the URLs of a URL list or Metalink), never to one reached only "
+           "through a redirect; Host, Range, Connection and the other framing headers are dtune's",
+           "access", kind="list", secret=True, metavar="'NAME: VALUE'"),
+    Option(("--netrc",), "basic auth from the .netrc file ($NETRC, else ~/.netrc; curl's and wget's "
+           "format) to each host it has an entry for (its machine, else default), on any port "
+           "(default: on; --no-netrc: none is read)", "access", kind="switch", default=True),
+    Option(("--netrc-file",), "read this .netrc file instead of $NETRC or ~/.netrc", "access",
+           metavar="PATH"),
+    Option(("--token-env",), "send 'Authorization: Bearer TOKEN' to the origins you named, the token "
+           "read from this environment variable (give its name, not the token)", "access", metavar="VAR"),
+    Option(("--token-file",), "as --token-env, the token read from the first line of this file",
+           "access", metavar="PATH"),
+    Option(("--cookies", "--load-cookies"), "send the cookies of this Netscape-format cookie file (curl "
+           "-c, wget --save-cookies, aria2c --load-cookies) to the hosts and paths they are for; cookies "
+           "servers set during the transfer are not kept", "access", metavar="FILE"),
     # ── access: proxies and TLS (http/proxy.py, http/trust.py) ──────────────────────────────
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
     # ── selection and sync ──────────────────────────────────────────────────────────────────
@@ -125,6 +141,7 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     from dtune.http.proxy import route_from
     from dtune.http.trust import ssl_context_from
 
+    env = os.environ if environ is None else environ
     userinfo: dict[Origin, tuple[str, str]] = {}
     clean: list[list[str]] = [[], []]
     for urls, out in ((sources, clean[0]), (mirrors, clean[1])):
@@ -137,9 +154,10 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     for url in clean[0] + clean[1]:
         if url.startswith(("http://", "https://")):
             trusted.add(split_url(url)[0])
-    access = Access(header_sources(values, userinfo),
-                    route=route_from(values, os.environ if environ is None else environ),
-                    ssl_context=ssl_context_from(values), trusted=trusted)
+    warnings: list[str] = []
+    access = Access(header_sources(values, userinfo, environ=env, warn=warnings.append),
+                    route=route_from(values, env), ssl_context=ssl_context_from(values), trusted=trusted)
+    access.warnings.extend(warnings)
     return access, clean[0], clean[1]
 
 

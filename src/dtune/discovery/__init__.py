@@ -53,6 +53,7 @@ from dtune.discovery.urls import (
     sha256_from_headers,
 )
 from dtune.errors import DiscoveryError, DtuneError
+from dtune.http.auth import strip_userinfo
 from dtune.http.client import FetchResult  # the result type every fetch returns
 from dtune.http.message import parse_retry_after
 
@@ -71,6 +72,8 @@ _BYTES_PER_LISTED_FILE = 256
 Fetch = Callable[..., Awaitable[FetchResult]]
 # delay(failures, retry_after) -> seconds before asking again
 Delay = Callable[[int, float | None], float]
+# trust(url): the URL is one the user named (from a local URL list or Metalink)
+Trust = Callable[[str], None]
 
 
 def default_delay(failures: int, retry_after: float | None) -> float:
@@ -80,7 +83,7 @@ def default_delay(failures: int, retry_after: float | None) -> float:
 
 async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
                    max_depth: int = 32, max_files: int = 1_000_000, retries: int = 5,
-                   delay: Delay = default_delay) -> Dataset:
+                   delay: Delay = default_delay, trust: Trust | None = None) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -95,13 +98,17 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                429, 5xx) is asked again this many times, after ``delay(failures, retry_after)``
                seconds (``retry_after``: the server's Retry-After, parsed); a sub-directory that
                still cannot be listed goes into ``Dataset.unlisted``
+    trust      told every URL of a URL-list file or Metalink the user gave (``Access.trust_url``):
+               those are user-named, so credentials meant for the user's origins go to them;
+               redirect targets and URLs of remote listings are never passed
     """
     if isinstance(sources, str):
         sources = [sources]
     if not sources:
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
-                        max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay)
+                        max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
+                        trust=trust)
     for source in sources:
         await walker.source(source)
     walker.refuse_file_dir_clashes()
@@ -153,8 +160,10 @@ class _Discovery:
     """Accumulates one ``Dataset`` over all sources (state for a single ``discover`` call)."""
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
-                 single_source: bool, retries: int = 5, delay: Delay = default_delay) -> None:
+                 single_source: bool, retries: int = 5, delay: Delay = default_delay,
+                 trust: Trust | None = None) -> None:
         self._fetch = fetch
+        self._trust = trust
         self._retries = retries
         self._delay = delay
         self._mirrors = mirrors
@@ -278,13 +287,24 @@ class _Discovery:
             self.warn(f"ignoring mirror {mirror} for {path}: a list of files needs directory mirrors "
                       "(URLs ending in '/')")
         dir_mirrors = [m for m in self._mirrors if path_is_dir(m)]
+        stripped = 0
         for entry in listing.entries:
             relpath = self.safe(entry.name, path)
             if relpath is None:
                 continue
-            mirrors = list(entry.urls[1:]) + [join_url(m, relpath) for m in dir_mirrors]
-            self.add(FileSpec(url=entry.urls[0], relpath=relpath, size=entry.size, sha256=entry.sha256,
+            urls = []
+            for url in entry.urls:
+                bare, cred = strip_userinfo(url)
+                stripped += cred is not None
+                urls.append(bare)
+                if self._trust is not None:
+                    self._trust(bare)  # the user's own file: its URLs are user-named
+            mirrors = urls[1:] + [join_url(m, relpath) for m in dir_mirrors]
+            self.add(FileSpec(url=urls[0], relpath=relpath, size=entry.size, sha256=entry.sha256,
                               mirrors=mirrors, mtime=entry.mtime), path)
+        if stripped:
+            self.warn(f"{path}: user:password@ removed from {stripped} URL(s) and not used: credentials are "
+                      "not read from a URL list or Metalink (give them in a .netrc, or with --token-file)")
 
     async def _single_file(self, url: str, source: str) -> None:
         res = await self._call(url, method="HEAD")

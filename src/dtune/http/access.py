@@ -59,6 +59,9 @@ class Access:
         self.route = route
         self.ssl_context = ssl_context
         self.trusted: set[Origin] = set(trusted)
+        # said once, as warning events, when the transfer starts (a default .netrc that cannot
+        # be parsed, malformed cookie lines): nothing that would stop it
+        self.warnings: list[str] = []
 
     def trust(self, origin: Origin) -> None:
         """Count ``origin`` as one the user named (credentials meant for those go to it)."""

@@ -66,9 +66,12 @@ def resolve_location(base_url: str, location: str) -> str:
 def build_request(method: str, origin: Origin, target: str,
                   range_: tuple[int, int] | None = None,
                   extra: dict[str, str] | None = None) -> bytes:
-    """Request bytes. ``range_`` is [start, end) — sent as ``bytes=start-(end-1)``."""
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}",
-             f"User-Agent: {USER_AGENT}", "Accept-Encoding: identity"]
+    """Request bytes. ``range_`` is [start, end) — sent as ``bytes=start-(end-1)``. A
+    ``User-Agent`` in ``extra`` (spelt so: ``http.auth`` spells the user's so) replaces dtune's."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}"]
+    if not extra or "User-Agent" not in extra:
+        lines.append(f"User-Agent: {USER_AGENT}")
+    lines.append("Accept-Encoding: identity")
     if range_ is not None:
         lines.append(f"Range: bytes={range_[0]}-{range_[1] - 1}")
     if extra:
