@@ -29,7 +29,9 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
                       access: Access = DIRECT) -> float | None:
     """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each).
 
-    The connects run at once, so measuring costs one round trip, not ``samples``.
+    The connects run at once, so measuring costs one round trip, not ``samples``. Through a
+    proxy (``access``'s route, ``http.proxy``) a connect is the one to the proxy, plus CONNECT
+    and the TLS handshake for https: the RTT is then the proxy's, not the origin's.
     """
     origin, _ = split_url(url)
 

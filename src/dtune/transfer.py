@@ -222,6 +222,8 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
         if on_event is not None:
             on_event(event)
 
+    for reason in plan.access.warnings:  # before any connection: certificates not checked, a bad .netrc
+        emit({"event": "warning", "reason": reason})
     try:
         os.makedirs(plan.outdir, exist_ok=True)
         lock = lock_directory(plan.outdir)  # two transfers into one directory would mix their part files
@@ -258,8 +260,6 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
-    for warning in plan.access.warnings:
-        emit({"event": "warning", "reason": warning})
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
     early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:

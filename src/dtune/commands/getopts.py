@@ -42,6 +42,11 @@ def _partitions(text: str) -> int:
     return n
 
 
+def _proxy_text(text: str) -> str:
+    from dtune.http.proxy import check_proxy_text
+    return check_proxy_text(text)
+
+
 _d = EngineOptions()
 
 OPTIONS: list[Option] = [
@@ -102,6 +107,19 @@ OPTIONS: list[Option] = [
            "-c, wget --save-cookies, aria2c --load-cookies) to the hosts and paths they are for; cookies "
            "servers set during the transfer are not kept", "access", metavar="FILE"),
     # ── access: proxies and TLS (http/proxy.py, http/trust.py) ──────────────────────────────
+    Option(("--proxy",), "fetch through this HTTP proxy, for http and https (CONNECT) alike: "
+           "http://[USER:PASSWORD@]HOST:PORT or HOST:PORT; the credentials go to the proxy alone "
+           "(default: http_proxy, https_proxy/HTTPS_PROXY, all_proxy/ALL_PROXY as curl reads them; "
+           "https:// and socks proxies are not supported)", "access",
+           parse=_proxy_text, metavar="URL", secret=True),
+    Option(("--noproxy",), "comma-separated hosts fetched directly, not through the proxy: "
+           "a domain (and the names under it), HOST:PORT, an IP address or a CIDR network; "
+           "'*' turns proxies off (default: no_proxy/NO_PROXY)", "access", metavar="LIST"),
+    Option(("--ca-certificate", "--cacert"), "trust only the CA certificates of this PEM file for "
+           "https (default: the operating system's trust store, or the bundle SSL_CERT_FILE names)",
+           "access", metavar="FILE"),
+    Option(("-k", "--insecure"), "do not check TLS certificates or host names (says so in a warning "
+           "at start)", "access", kind="flag"),
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
     # ── selection and sync ──────────────────────────────────────────────────────────────────
     # ── limits ──────────────────────────────────────────────────────────────────────────────
@@ -140,6 +158,7 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     from dtune.http.auth import header_sources, strip_userinfo
     from dtune.http.proxy import route_from
     from dtune.http.trust import ssl_context_from
+    from dtune.http.trust import warnings as tls_warnings
 
     env = os.environ if environ is None else environ
     userinfo: dict[Origin, tuple[str, str]] = {}
@@ -158,6 +177,7 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     access = Access(header_sources(values, userinfo, environ=env, warn=warnings.append),
                     route=route_from(values, env), ssl_context=ssl_context_from(values), trusted=trusted)
     access.warnings.extend(warnings)
+    access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]
 
 

@@ -162,8 +162,9 @@ class Scheduler:
         ``pp × its throughput / the fastest's``, at least 1.
         """
         pp = lane.group.partition.params.pp
-        if self.no_pipeline and lane.conn is not None and lane.conn.origin in self.no_pipeline:
-            return 1
+        conn = lane.conn
+        if conn is not None and (conn.one_at_a_time or (self.no_pipeline and conn.origin in self.no_pipeline)):
+            return 1  # a route that cannot carry a pipeline (a proxy), or an origin that closes
         if not self.multi_replica:
             return pp
         share = self.policy.share(lane.replica)

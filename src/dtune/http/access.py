@@ -46,6 +46,11 @@ class Route(Protocol):
         absolute URL (RFC 9112 absolute-form)."""
         ...
 
+    def proxy_headers(self, origin: Origin) -> dict[str, str] | None:
+        """Headers for the proxy on a request it forwards to ``origin`` (Proxy-Authorization), or
+        None. Asked only when ``proxied(origin)``; the answer is made once per origin."""
+        ...
+
     async def connect(self, origin: Origin, *, timeout: float, ssl_context: ssl.SSLContext | None) -> Connection:
         ...
 
@@ -88,7 +93,11 @@ class Access:
                 extra = {**extra, **added} if extra else added
         if self.route is not None and origin.scheme == "http" and self.route.proxied(origin):
             target = f"{origin}{target}"
+            for_proxy = self.route.proxy_headers(origin)
+            if for_proxy:
+                extra = {**extra, **for_proxy} if extra else for_proxy
         return build_request(method, origin, target, range_, extra)
+
 
     async def connect(self, origin: Origin, *, timeout: float) -> Connection:
         """A new connection to ``origin`` (through the route, with this transfer's TLS trust)."""

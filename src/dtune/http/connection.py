@@ -92,6 +92,8 @@ class _Abandoned(Exception):
 class Connection(asyncio.Protocol):
     """An HTTP/1.1 connection to one origin with up to N requests in flight."""
 
+    one_at_a_time = False  # True where the route cannot carry a pipeline (``http.proxy``)
+
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
         self.origin = origin
         self._loop = loop
@@ -298,11 +300,15 @@ class Connection(asyncio.Protocol):
 
 async def open_connection(origin: Origin, *, timeout: float,
                        ssl_context: ssl.SSLContext | None = None) -> Connection:
-    """Open a new connection; connection failures become retryable HTTPError."""
+    """Open a new connection; connection failures become retryable HTTPError, a certificate
+    that is not accepted a final one."""
     loop = asyncio.get_running_loop()
     ctx = None
     if origin.scheme == "https":
-        ctx = ssl_context or ssl.create_default_context()
+        if ssl_context is None:
+            from dtune.http.trust import default_context
+            ssl_context = default_context()
+        ctx = ssl_context
     try:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns the connection when it
         # completes just as the caller is cancelled, and the cancellation is lost (the engine's
@@ -312,8 +318,18 @@ async def open_connection(origin: Origin, *, timeout: float,
                                                    origin.port, ssl=ctx)
     except TimeoutError:
         raise Unreachable(f"{origin}: connect timed out after {timeout:g} s") from None
+    except ssl.SSLError as exc:  # (an OSError too: before it)
+        raise tls_failure(origin, exc) from None
     except OSError as exc:
         raise Unreachable(f"{origin}: cannot connect ({exc.strerror or exc})") from None
-    except ssl.SSLError as exc:
-        raise HTTPError(f"{origin}: TLS failed ({exc.reason or exc})", retryable=False) from None
     return conn
+
+
+def tls_failure(origin: Origin, exc: ssl.SSLError) -> HTTPError:
+    """The error for a failed TLS handshake with ``origin``: final for a certificate that is not
+    accepted (asking again fails the same way), retryable for the rest (a handshake cut short)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        why = exc.verify_message or exc.reason or "not trusted"
+        return HTTPError(f"{origin}: TLS certificate not accepted ({why}; --ca-certificate FILE trusts "
+                         f"another CA, --insecure checks nothing)", retryable=False)
+    return Unreachable(f"{origin}: TLS failed ({exc.reason or exc})")
