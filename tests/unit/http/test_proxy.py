@@ -428,12 +428,14 @@ def test_no_option_is_the_default_context() -> None:
     assert trust.ssl_context_from({}) is None
 
 
-def test_insecure_checks_nothing_and_says_so() -> None:
+def test_insecure_checks_nothing_and_says_so(tmp_path: Path) -> None:
     ctx = trust.ssl_context_from({"insecure": True, "ca_certificate": "/nowhere"})  # as curl: -k wins
     assert ctx.verify_mode == ssl.CERT_NONE and not ctx.check_hostname
-    assert Access(ssl_context=ctx).warnings() == [trust.INSECURE_WARNING]
+    assert trust.warnings(ctx) == [trust.INSECURE_WARNING]
     assert "not checked" in trust.INSECURE_WARNING
-    assert Access().warnings() == []
+    assert trust.warnings(None) == []
+    assert plan_for(tmp_path, insecure=True).access.warnings == [trust.INSECURE_WARNING]
+    assert plan_for(tmp_path).access.warnings == []
 
 
 def test_a_ca_file_is_the_only_trust(tmp_path: Path) -> None:
@@ -442,7 +444,7 @@ def test_a_ca_file_is_the_only_trust(tmp_path: Path) -> None:
     assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
     names = [dict(x[0] for x in ca["subject"])["commonName"] for ca in ctx.get_ca_certs()]
     assert names == ["dtune test CA"]
-    assert Access(ssl_context=ctx).warnings() == []
+    assert trust.warnings(ctx) == []
 
 
 @pytest.mark.parametrize(("make", "words"), [
