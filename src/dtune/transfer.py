@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtune.accounting import Snapshot
 from dtune.dataset import Dataset
@@ -28,12 +29,16 @@ from dtune.fileio import lock_directory
 from dtune.http.access import DIRECT, Access
 from dtune.http.client import Fetcher
 from dtune.http.message import split_url
+from dtune.http.redact import redact_url
 from dtune.netfacts import NetworkFacts
 from dtune.netprobe import gather_facts, measure_rtt
 from dtune.params import Params
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
 from dtune.tuners.online import DEFAULT_CAP, OnlineTuner, constants_for
 from dtune.tuners.registry import online_default
+
+if TYPE_CHECKING:
+    from dtune.discovery.s3 import S3Settings
 
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
 DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
@@ -66,6 +71,7 @@ class TransferPlan:
     model: str | None = None           # its model file (default: dtune model build's path)
     online: bool | None = None         # the online search; None: the tuner's default (on for auto)
     max_per_host: int = DEFAULT_CAP    # most connections to one origin
+    s3: S3Settings | None = None       # endpoint and region of s3:// sources (``discovery.s3``)
     # headers, credentials, proxy and TLS trust (``http.access``): never part of ``record()``
     access: Access = field(default=DIRECT, repr=False, compare=False)
 
@@ -73,6 +79,8 @@ class TransferPlan:
         """What the history keeps of this plan: everything but ``access`` (credentials)."""
         info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT))
         del info["access"]
+        for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
+            info[name] = [redact_url(url) for url in info[name]]
         return info
 
     def fixed(self) -> Fixed:
@@ -266,6 +274,7 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         opts = plan.options
         dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
                                  trust=None if plan.access is DIRECT else plan.access.trust_url,
+                                 s3=plan.s3,
                                  delay=lambda n, after: backoff(n, after, opts, random.uniform(
                                      1 - opts.backoff_jitter, 1 + opts.backoff_jitter)))
         connect_times = dict(fetcher.connect_times)

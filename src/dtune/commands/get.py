@@ -26,6 +26,9 @@ SOURCE is one of:
   a URL-list file         urls.txt (aria2 -i style: URL [TAB mirror...], "  out=NAME",
                           "  checksum=sha-256=HEX")
   a Metalink 4 file       data.meta4 (size, sha-256, several URLs)
+  an S3 prefix            s3://bucket/data/             → DIR/<keys below data/>
+  an S3 object            s3://bucket/data/big.bin      → DIR/big.bin
+                          (signed with AWS credentials when found; see the S3 options)
 
 Running the same command again resumes: finished files are skipped, partial
 ones continue from their journal (NAME.dtune-part + NAME.dtune-journal).
@@ -46,7 +49,7 @@ line wins over the environment, which wins over the file.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sources", nargs="+", metavar="SOURCE", help="URL, URL-list file or Metalink file")
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="URL, URL-list file, Metalink file or s3:// URL")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--config", metavar="FILE",
                    help="read options from this TOML file (default $DTUNE_CONFIG, else "

@@ -121,6 +121,15 @@ OPTIONS: list[Option] = [
     Option(("-k", "--insecure"), "do not check TLS certificates or host names (says so in a warning "
            "at start)", "access", kind="flag"),
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
+    Option(("--endpoint-url",), "S3 endpoint for s3:// sources, e.g. http://127.0.0.1:9000 for MinIO; "
+           "buckets are addressed path-style, ENDPOINT/BUCKET/KEY (default $AWS_ENDPOINT_URL_S3, "
+           "$AWS_ENDPOINT_URL, else https://s3.REGION.amazonaws.com)", "s3", metavar="URL"),
+    Option(("--s3-region",), "region signed into S3 requests (default $AWS_REGION, $AWS_DEFAULT_REGION, "
+           "the profile's region in ~/.aws/config, else us-east-1)", "s3", metavar="REGION"),
+    Option(("--s3-profile",), "profile of ~/.aws/credentials and ~/.aws/config to sign with; naming "
+           "one ignores $AWS_ACCESS_KEY_ID (default $AWS_PROFILE, else default)", "s3", metavar="NAME"),
+    Option(("--no-sign-request",), "send S3 requests unsigned (a public bucket), even when credentials "
+           "are found; without credentials they are unsigned anyway", "s3", kind="flag"),
     # ── selection and sync ──────────────────────────────────────────────────────────────────
     # ── limits ──────────────────────────────────────────────────────────────────────────────
     # ── checksums ───────────────────────────────────────────────────────────────────────────
@@ -152,9 +161,11 @@ OPTIONS: list[Option] = [
 
 
 def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
-                 environ: Mapping[str, str] | None = None) -> tuple[Access, list[str], list[str]]:
+                 environ: Mapping[str, str] | None = None, *,
+                 s3: tuple[Any, Any] | None = None) -> tuple[Access, list[str], list[str]]:
     """The transfer's ``Access`` (credentials, proxy, TLS), and the sources and mirrors without
-    the userinfo they carried: only the ``Access`` holds credentials."""
+    the userinfo they carried: only the ``Access`` holds credentials. ``s3``: the
+    ``(S3Settings, Credentials | None)`` of s3:// sources, whose requests are signed."""
     from dtune.http.auth import header_sources, strip_userinfo
     from dtune.http.proxy import route_from
     from dtune.http.trust import ssl_context_from
@@ -174,8 +185,12 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
         if url.startswith(("http://", "https://")):
             trusted.add(split_url(url)[0])
     warnings: list[str] = []
-    access = Access(header_sources(values, userinfo, environ=env, warn=warnings.append),
-                    route=route_from(values, env), ssl_context=ssl_context_from(values), trusted=trusted)
+    headers = header_sources(values, userinfo, environ=env, warn=warnings.append)
+    if s3 is not None and s3[1] is not None:
+        from dtune.http.awsconfig import s3_signer
+        headers.append(s3_signer(*s3))  # SigV4, for the S3 endpoint's origin only
+    access = Access(headers, route=route_from(values, env), ssl_context=ssl_context_from(values),
+                    trusted=trusted)
     access.warnings.extend(warnings)
     access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]
@@ -194,11 +209,15 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
                             header_timeout=v["header_timeout"])
-    access, sources, mirrors = build_access(v, list(sources), list(v["mirror"] or []), environ)
+    s3 = None
+    if any(source[:5].lower() == "s3://" for source in sources):
+        from dtune.http.awsconfig import s3_settings
+        s3 = s3_settings(v, os.environ if environ is None else environ)
+    access, sources, mirrors = build_access(v, list(sources), list(v["mirror"] or []), environ, s3=s3)
     return TransferPlan(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
                         mirrors=mirrors, options=options, tuner=v["tuner"], access=access,
                         max_cc=v["max_cc"], partitions=v["partitions"], bandwidth=v["bandwidth"],
                         online=v["online"], max_per_host=v["max_connections_per_host"],
                         tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
                         min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
-                        max_energy_j=v["max_energy"], model=v["model"])
+                        max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None)

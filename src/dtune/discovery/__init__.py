@@ -15,6 +15,11 @@ Theory of operation
   directories that stay under the starting URL.
 - any other http(s) URL: one file. A ``HEAD`` gives its size and maybe a
   digest; if redirects end on a path with '/', it was a directory after all.
+  A server that refuses HEAD (403, 405: a presigned S3 URL is signed for GET
+  only) is asked ``GET`` with ``Range: bytes=0-0`` instead, for the size.
+- ``s3://BUCKET/PREFIX/`` or ``s3://BUCKET/KEY``: listed with ListObjectsV2,
+  or one object asked for its first byte, on the endpoint of ``s3``
+  (``discovery.s3``).
 
 Parsers (``manifest``, ``autoindex``, ``urllist``, ``metalink``) only turn
 bytes into untrusted ``Entry`` objects. This module is the one place that
@@ -38,6 +43,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtune.dataset import Dataset, FileSpec
 from dtune.discovery.entries import Entry, Listing
@@ -55,7 +61,11 @@ from dtune.discovery.urls import (
 from dtune.errors import DiscoveryError, DtuneError
 from dtune.http.auth import strip_userinfo
 from dtune.http.client import FetchResult  # the result type every fetch returns
-from dtune.http.message import parse_retry_after
+from dtune.http.message import parse_content_range, parse_retry_after
+from dtune.http.redact import redact_url
+
+if TYPE_CHECKING:
+    from dtune.discovery.s3 import S3Settings
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
 
@@ -83,7 +93,8 @@ def default_delay(failures: int, retry_after: float | None) -> float:
 
 async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
                    max_depth: int = 32, max_files: int = 1_000_000, retries: int = 5,
-                   delay: Delay = default_delay, trust: Trust | None = None) -> Dataset:
+                   delay: Delay = default_delay, trust: Trust | None = None,
+                   s3: S3Settings | None = None) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -101,6 +112,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     trust      told every URL of a URL-list file or Metalink the user gave (``Access.trust_url``):
                those are user-named, so credentials meant for the user's origins go to them;
                redirect targets and URLs of remote listings are never passed
+    s3         endpoint and region of ``s3://`` sources (default: AWS in us-east-1, unsigned)
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -108,7 +120,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
                         max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
-                        trust=trust)
+                        trust=trust, s3=s3)
     for source in sources:
         await walker.source(source)
     walker.refuse_file_dir_clashes()
@@ -161,9 +173,10 @@ class _Discovery:
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
                  single_source: bool, retries: int = 5, delay: Delay = default_delay,
-                 trust: Trust | None = None) -> None:
+                 trust: Trust | None = None, s3: S3Settings | None = None) -> None:
         self._fetch = fetch
         self._trust = trust
+        self._s3 = s3
         self._retries = retries
         self._delay = delay
         self._mirrors = mirrors
@@ -237,9 +250,12 @@ class _Discovery:
                 failures += 1
                 await asyncio.sleep(self._delay(failures, exc.retry_after))
 
-    async def _call_once(self, url: str, *, status_ok: bool = True, **kwargs: object) -> FetchResult:
-        """``status_ok`` False: an answer other than 200 (or 3xx, 404-like for HEAD) raises."""
-        what = f"{kwargs.get('method', 'GET')} {url}"
+    async def _call_once(self, url: str, *, status_ok: bool = True,
+                         check: Callable[[FetchResult, str], None] | None = None,
+                         **kwargs: object) -> FetchResult:
+        """``status_ok`` False: an answer other than 200 (or 3xx, 404-like for HEAD) raises.
+        ``check(result, what)`` may raise ``DiscoveryError`` too (retried when retryable)."""
+        what = f"{kwargs.get('method', 'GET')} {redact_url(url)}"
         try:
             res = await self._fetch(url, **kwargs)
         except DiscoveryError:
@@ -252,11 +268,17 @@ class _Discovery:
             retryable = res.status in (408, 429) or res.status >= 500
             raise DiscoveryError(f"{what}: listing answered HTTP {res.status}", retryable=retryable,
                                  retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
-        return FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)
+        result = FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)
+        if check is not None:
+            check(result, what)
+        return result
 
     # -- sources ---------------------------------------------------------------------------
 
     async def source(self, source: str) -> None:
+        if source[:5].lower() == "s3://":
+            await self._bucket(source)
+            return
         if os.path.isfile(source):
             await self._local_file(source)
             return
@@ -316,12 +338,15 @@ class _Discovery:
             await self._directory(final, source)
             return
         size = sha256 = None
+        ranged = False
+        if res.status in (403, 405):  # HEAD refused (a presigned URL is signed for GET only): ask one byte
+            size, ranged = await self._first_byte(url)
         if res.status == 200:
             length = res.headers.get("content-length", "").strip()
             size = int(length) if length.isascii() and length.isdigit() else None
             sha256 = sha256_from_headers(res.headers)
-        elif res.status >= 400 and res.status not in (405, 501):
-            self.warn(f"HEAD {url} answered HTTP {res.status}; will try GET anyway")
+        elif size is None and res.status >= 400 and res.status not in (405, 501):
+            self.warn(f"HEAD {redact_url(url)} answered HTTP {res.status}; will try GET anyway")
         relpath = self.safe(last_segment(url), source)
         if relpath is None:
             return
@@ -334,9 +359,73 @@ class _Discovery:
             else:
                 self.warn(f"ignoring mirror {mirror} for {source}: with several sources a mirror must be "
                           "a directory URL (ending in '/')")
-        ranges = res.status == 200 and "bytes" in res.headers.get("accept-ranges", "").lower()
+        ranges = ranged or (res.status == 200 and "bytes" in res.headers.get("accept-ranges", "").lower())
         self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors, ranges=ranges),
                  source)
+
+    async def _first_byte(self, url: str) -> tuple[int | None, bool]:
+        """``(size, ranges)`` from ``GET`` with ``Range: bytes=0-0`` (its Content-Range), for a
+        server that refused HEAD. One byte of body is asked for, a short error answer is read, a
+        server that sends more (ignoring Range) is cut off after 4 KiB. ``(None, False)`` when that
+        does not tell: the file is then fetched as one whose size is unknown."""
+        try:
+            res = await self._call(url, headers={"Range": "bytes=0-0"}, max_bytes=4096)
+        except DiscoveryError:  # e.g. the whole body of a 200, cut off
+            return None, False
+        if res.status == 206:
+            try:
+                return parse_content_range(res.headers.get("content-range", ""))[2], True
+            except DtuneError:
+                return None, False
+        return None, False
+
+    # -- buckets ---------------------------------------------------------------------------
+
+    async def _bucket(self, source: str) -> None:
+        """An ``s3://`` source: every object under a prefix, or one object."""
+        from dtune.discovery import s3  # xml and the S3 rules: only for s3:// sources
+
+        settings = self._s3 or s3.S3Settings()
+        bucket, key = s3.parse_source(source)
+        single = bool(key) and not key.endswith("/")
+        mirrors = [m for m in self._mirrors if path_is_dir(m) or (single and self._single_source)]
+        for mirror in self._mirrors:
+            if mirror not in mirrors:
+                self.warn(f"ignoring mirror {mirror} for {source}: it must be a directory URL (ending in '/')")
+
+        def check(res: FetchResult, what: str) -> None:
+            s3.check_answer(res, what, settings)
+
+        if single:
+            def first_byte(res: FetchResult, what: str) -> None:
+                s3.check_answer(res, what, settings, ok=s3.FIRST_BYTE_OK)
+
+            try:
+                res = await self._call(settings.object_url(bucket, key), headers={"Range": "bytes=0-0"},
+                                       check=first_byte, max_bytes=s3.FIRST_BYTE_MAX)
+            except DiscoveryError as exc:
+                hint = " (no such object; for every object under it, end the source with '/')" \
+                    if "HTTP 404" in str(exc) else ""
+                raise DiscoveryError(f"{source}: {exc}{hint}") from None
+            self._bucket_entry(s3.object_entry_from_get(res, settings, bucket, key), source, mirrors)
+            return
+
+        async def get(url: str, method: str) -> FetchResult:
+            return await self._call(url, method=method, check=check, max_bytes=s3.MAX_PAGE_BYTES)
+
+        async for obj in s3.list_objects(get, settings, bucket, key):
+            entry = s3.object_entry(obj, settings, bucket, key)
+            if entry is not None:
+                self._bucket_entry(entry, source, mirrors)
+
+    def _bucket_entry(self, entry: Entry, source: str, mirrors: list[str]) -> None:
+        """Add one object; a directory mirror serves it under its relpath, a file mirror as is."""
+        relpath = self.safe(entry.name, source)
+        if relpath is None:
+            return
+        self.add(FileSpec(url=entry.urls[0], relpath=relpath, size=entry.size, mtime=entry.mtime, ranges=True,
+                          mirrors=[join_url(m, relpath) if path_is_dir(m) else m for m in mirrors],
+                          checksum=entry.checksum), source)
 
     # -- directories -----------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from dtune.errors import HTTPError
 from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection, ConnectionClosed, FutureExchange
 from dtune.http.message import Origin, resolve_location, split_url
+from dtune.http.redact import redact_url
 
 MAX_REDIRECTS = 5
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -59,7 +60,7 @@ class _Collect(FutureExchange):
     def on_body(self, data: bytes) -> None:
         self.size += len(data)
         if self.size > self.max_bytes:
-            raise HTTPError(f"{self.url}: response larger than {self.max_bytes} bytes", retryable=False)
+            raise HTTPError(f"{redact_url(self.url)}: response larger than {self.max_bytes} bytes", retryable=False)
         self.parts.append(data)
 
 
@@ -84,7 +85,7 @@ class Fetcher:
                     method = "GET"
                 continue
             return result
-        raise HTTPError(f"{url}: more than {MAX_REDIRECTS} redirects", retryable=False)
+        raise HTTPError(f"{redact_url(url)}: more than {MAX_REDIRECTS} redirects", retryable=False)
 
     async def _once(self, url: str, method: str, headers: dict[str, str] | None,
                     max_bytes: int) -> FetchResult:
@@ -107,7 +108,7 @@ class Fetcher:
             except TimeoutError:
                 ex.done.cancel()  # nobody will await it: closing must not park an exception on it
                 conn.close()
-                raise HTTPError(f"{url}: no response within {self.timeout:g} s") from None
+                raise HTTPError(f"{redact_url(url)}: no response within {self.timeout:g} s") from None
             except ConnectionClosed:
                 if not reused or attempt == 2:
                     raise
