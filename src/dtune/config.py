@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,9 +219,20 @@ def show(options: Iterable[Option], values: Mapping[str, Value]) -> list[tuple[s
         elif isinstance(v.value, list):
             text = ", ".join(map(str, v.value)) or "-"
         else:
-            text = "-" if v.value is None else str(v.value)
+            text = "-" if v.value is None else hide_url_password(str(v.value))
         rows.append((opt.key, text, v.origin))
     return rows
+
+
+def hide_url_password(text: str) -> str:
+    """``scheme://user:***@host/...`` for a URL with a password in its userinfo; other text as it is.
+
+    For values that are not secrets themselves but may carry one, such as
+    ``--history postgresql://dtune:PASSWORD@db/dtune``.
+    """
+    # user, then ':', then everything up to the last '@': over-broad rather than showing a password
+    # holding '/' or '@' (SQLAlchemy reads a password up to an '@')
+    return re.sub(r"^([A-Za-z][\w+.-]*://[^:/@]*):.*@", r"\1:***@", text, count=1, flags=re.S)
 
 
 def _masked(value: Any) -> str:

@@ -154,8 +154,8 @@ OPTIONS: list[Option] = [
     Option(("--json",), "print NDJSON events on stdout (start, progress each second, file_done, "
            "retry, error, summary)", "output", kind="flag"),
     Option(("--no-progress",), "no progress bar even on a terminal", "output", kind="flag"),
-    Option(("--history",), "transfer history database (SQLAlchemy URL or SQLite path; default "
-           "~/.local/share/dtune/history.db)", "output", metavar="URL"),
+    Option(("--history",), "transfer history database (SQLAlchemy URL such as postgresql://user@host/db, "
+           "or SQLite path; default ~/.local/share/dtune/history.db)", "output", metavar="URL"),
     Option(("--no-history",), "do not record this transfer", "output", kind="flag"),
 ]
 

@@ -22,8 +22,10 @@ samples. The decision-tree tuner learns from it.
 The database is a SQLite file by default,
   $XDG_DATA_HOME/dtune/history.db  (~/.local/share/dtune/history.db)
 or any SQLAlchemy URL given with --history or the DTUNE_HISTORY environment
-variable, e.g. sqlite:////data/h.db or postgresql+psycopg://user@host/db
-(PostgreSQL needs its driver installed). Tables are created on first use.
+variable, e.g. sqlite:////data/h.db or postgresql://user@host/db (PostgreSQL
+needs psycopg 3: pip install 'psycopg[binary]'). Tables are created on first
+use, and those an older dtune wrote are upgraded in place. Passwords in the
+URL are shown as ***.
 """
 
 IMPORT_HELP = """\

@@ -5,8 +5,11 @@ costs about a tenth of a second, as much as the rest of a small get, so a
 SQLite history (the default, a plain path or ``sqlite:///PATH``) is written
 here with ``sqlite3``: the same tables (``SQLITE_DDL`` is what SQLAlchemy
 creates for ``schema.py``; a test keeps the two equal), the same JSON text
-in the JSON columns, created on first use. Every other URL, and every read,
-goes through ``store.py``.
+in the JSON columns, created on first use and upgraded when an older dtune
+wrote them (``prepare``: the schema version and the columns to add come from
+``migrate.py``, as for ``store.py``). Every other URL, and every read, goes
+through ``store.py``, which upgrades a SQLite file with ``migrate_sqlite``
+here, so that one piece of code alters SQLite tables.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dtune.errors import DtuneError
+from dtune.history import migrate
 from dtune.history.row import COLUMNS, JSON_COLUMNS, TransferRecord
 
 SQLITE_BUSY_TIMEOUT = 30.0   # seconds: several `dtune get` may finish at once and all append
 
 SQLITE_DDL = (
+    """CREATE TABLE dtune_schema (
+    version INTEGER NOT NULL
+)""",
     """CREATE TABLE transfers (
     id INTEGER NOT NULL,
     started_at VARCHAR(40),
@@ -129,10 +136,7 @@ def record(path: Path, row: TransferRecord, samples: Iterable[dict] = ()) -> int
     try:
         con.execute("PRAGMA foreign_keys=ON")     # so deleting a transfer deletes its samples
         con.execute("BEGIN IMMEDIATE")            # one writer at a time; others wait up to the timeout
-        have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")}
-        for ddl in SQLITE_DDL:
-            if ddl.split()[2] not in have:
-                con.execute(ddl)
+        prepare(con, name)
         cur = con.execute(f"INSERT INTO transfers ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                           [values[c] for c in cols])
         new_id = int(cur.lastrowid)
@@ -145,6 +149,90 @@ def record(path: Path, row: TransferRecord, samples: Iterable[dict] = ()) -> int
     finally:
         con.close()
     return new_id
+
+
+def prepare(con, name: str) -> None:
+    """Create the tables, or upgrade an older dtune's, inside the caller's ``BEGIN IMMEDIATE``.
+
+    The write lock that transaction holds is what keeps two processes from
+    both upgrading one file. Once the tables are at ``SCHEMA_VERSION`` this
+    costs one query. Raises ``DtuneError`` for a database this dtune must not
+    write (``migrate.plan``), ``sqlite3.Error`` for the caller to word.
+    """
+    import sqlite3
+    try:
+        found = con.execute(f"SELECT max(version) FROM {migrate.VERSION_TABLE}").fetchone()[0]
+    except sqlite3.OperationalError:          # no version table: new, or from before versions
+        found = None
+    if found == migrate.SCHEMA_VERSION:
+        return
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    have = {t: {r[1] for r in con.execute(f"PRAGMA table_info({t})")} for t in migrate.TABLE_COLUMNS if t in tables}
+    try:
+        steps = migrate.plan(found, have)
+    except migrate.SchemaRefused as exc:
+        raise DtuneError(f"history {name}: {exc}") from None
+    definitions = column_definitions()
+    for ddl in SQLITE_DDL:                    # missing tables, then every missing index
+        words = ddl.split()
+        if words[1] == "TABLE" and words[2] not in tables:
+            con.execute(ddl)
+    for table, column in steps.add:
+        con.execute(f"ALTER TABLE {table} ADD COLUMN {definitions[table][column]}")
+    for ddl in SQLITE_DDL:
+        if ddl.split()[1] == "INDEX":
+            con.execute(ddl.replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1))
+    if steps.write_version:
+        con.execute(f"DELETE FROM {migrate.VERSION_TABLE}")
+        con.execute(f"INSERT INTO {migrate.VERSION_TABLE} (version) VALUES (?)", (migrate.SCHEMA_VERSION,))
+
+
+def migrate_sqlite(con, name: str) -> None:
+    """Create or upgrade the tables on an open ``sqlite3`` connection, in a transaction of its own.
+
+    ``store.py`` hands its SQLAlchemy engine's connection here, so a SQLite
+    file is upgraded by the same code whichever writer opens it first.
+    """
+    import sqlite3
+    saved = con.isolation_level
+    con.isolation_level = None                # explicit BEGIN/COMMIT, none of sqlite3's own
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            prepare(con, name)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise DtuneError(f"history {name}: prepare the tables: {' '.join(str(exc).split())}") from None
+    finally:
+        con.isolation_level = saved
+
+
+def column_definitions() -> dict[str, dict[str, str]]:
+    """Each table's columns as ``ALTER TABLE ... ADD COLUMN`` takes them, from ``SQLITE_DDL``.
+
+    NOT NULL is kept only with a DEFAULT (old rows get the default); a NOT
+    NULL column without one is a required column (``migrate.REQUIRED``),
+    never added.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for ddl in SQLITE_DDL:
+        head, _, body = ddl.partition("(\n")
+        words = head.split()
+        if words[1] != "TABLE":
+            continue
+        columns = {}
+        for line in body.rsplit("\n)", 1)[0].split(",\n"):
+            line = line.strip()
+            if line.startswith(("PRIMARY KEY", "FOREIGN KEY")):
+                continue
+            if " DEFAULT " not in line:
+                line = line.replace(" NOT NULL", "")
+            columns[line.split()[0]] = line
+        out[words[2]] = columns
+    return out
 
 
 def _json(value: object) -> str | None:

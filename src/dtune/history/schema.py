@@ -11,12 +11,18 @@ sizes and buffers in bytes, RTT in ms, rates in Mbit/s (10^6 bit/s), time in
 seconds, energy in joules, CPU frequency in kHz (what cpufreq's sysfs files
 and ``Params.cpu_freq`` use). A NULL means "not known" for attributes and
 outcomes and "not applied" for cpu_num/cpu_freq.
+
+``dtune_schema`` holds one row, the schema version (``migrate.py``): a
+column added here needs ``SCHEMA_VERSION`` raised, the column nullable (or
+with a server default), and the same column in ``lite.SQLITE_DDL``; opening
+an older database then adds it.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
+from dtune.history.migrate import VERSION_TABLE
 from dtune.history.row import (  # noqa: F401  (re-exported: the record belongs with its table)
     COLUMNS,
     ENERGY_KINDS,
@@ -68,6 +74,11 @@ transfers = sa.Table(
     sa.Column("retries", sa.Integer),
     sa.Column("exit_status", sa.Integer),                 # dtune's exit code for the transfer
     sa.Column("origin", sa.String(16), nullable=False, server_default="dtune"),
+)
+
+schema_version = sa.Table(
+    VERSION_TABLE, metadata,
+    sa.Column("version", sa.Integer, nullable=False),     # migrate.SCHEMA_VERSION of the last writer
 )
 
 samples = sa.Table(

@@ -8,10 +8,17 @@ The store is opened by URL. Which URL, first match wins:
    defaulting to ``~/.local/share`` (the XDG base-directory rule).
 
 A plain path (no ``://``) means a SQLite file at that path. ``~`` is
-expanded in SQLite paths and the parent directory is created. The tables
-are created on first use, so pointing ``--history`` at an empty PostgreSQL
-database (``postgresql+psycopg://user@host/db``, driver installed
-separately) just works.
+expanded in SQLite paths and the parent directory is created.
+``postgresql://`` and ``postgres://`` URLs use psycopg 3 when it is
+installed (``pip install 'psycopg[binary]'``; SQLAlchemy alone would pick
+psycopg2).
+
+Opening creates the tables on first use and upgrades those of an older
+dtune (``migrate.py``), under a lock so that processes opening one database
+at once do not all do it: ``BEGIN IMMEDIATE`` on SQLite (through
+``lite.migrate_sqlite``, the code ``dtune get`` uses), a transaction-level
+advisory lock on PostgreSQL. Other databases are prepared in one
+transaction without a lock.
 
 Every SQLAlchemy or driver error becomes one ``DtuneError`` line that
 names the database (password hidden) and the operation.
@@ -28,12 +35,16 @@ from typing import IO
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, Engine
 
+from dtune.config import hide_url_password
 from dtune.errors import DtuneError
-from dtune.history.lite import ENV_VAR, SQLITE_BUSY_TIMEOUT, default_path
-from dtune.history.schema import COLUMNS, TransferRecord, metadata, transfers
+from dtune.history import migrate
+from dtune.history.lite import ENV_VAR, SQLITE_BUSY_TIMEOUT, default_path, migrate_sqlite
+from dtune.history.schema import COLUMNS, TransferRecord, metadata, schema_version, transfers
 from dtune.history.schema import samples as samples_table
 
 ROWS_BATCH = 2000            # rows() fetches this many at a time (~20k rows: ten round trips)
+PG_CONNECT_TIMEOUT = 10      # seconds: an unreachable PostgreSQL fails `dtune get`'s recording, not hangs it
+PG_DRIVER_HINT = "pip install 'psycopg[binary]'"
 
 
 def default_url() -> str:
@@ -42,18 +53,36 @@ def default_url() -> str:
 
 
 def resolve_url(url: str | None = None) -> URL:
-    """The URL to open (argument, then ``DTUNE_HISTORY``, then the default), ``~`` expanded."""
+    """The URL to open (argument, then ``DTUNE_HISTORY``, then the default), ``~`` expanded.
+
+    ``postgresql://`` and ``postgres://`` get the psycopg 3 driver when it can be imported.
+    """
     text = url or os.environ.get(ENV_VAR) or default_url()
     if "://" not in text:
         text = f"sqlite:///{text}"
     try:
         parsed = sa.make_url(text)
-    except sa.exc.ArgumentError as exc:
-        raise DtuneError(f"history: {text!r} is not a database URL ({exc})") from None
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        shown = hide_url_password(text)
+        reason = str(exc).replace(text, shown)
+        raise DtuneError(f"history: {shown!r} is not a database URL ({reason})") from None
     if parsed.get_backend_name() == "sqlite" and parsed.database and parsed.database != ":memory:" \
             and not parsed.database.startswith("file:"):
         parsed = parsed.set(database=os.path.expanduser(parsed.database))
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend in ("postgresql", "postgres"):
+        if not driver and _has_psycopg():
+            driver = "psycopg"
+        parsed = parsed.set(drivername="postgresql" + (f"+{driver}" if driver else ""))
     return parsed
+
+
+def _has_psycopg() -> bool:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def describe(url: URL) -> str:
@@ -61,11 +90,12 @@ def describe(url: URL) -> str:
 
 
 def open_store(url: str | None = None) -> HistoryStore:
-    """Open (and on first use create) the history database. See the module doc for ``url``."""
+    """Open the history database, creating or upgrading its tables. See the module doc for ``url``."""
     resolved = resolve_url(url)
     name = describe(resolved)
     kwargs: dict = {}
-    if resolved.get_backend_name() == "sqlite":
+    backend = resolved.get_backend_name()
+    if backend == "sqlite":
         db = resolved.database
         if db and db != ":memory:" and not db.startswith("file:"):
             try:
@@ -74,19 +104,75 @@ def open_store(url: str | None = None) -> HistoryStore:
                 raise DtuneError(f"history {name}: cannot create {Path(db).parent}: "
                                  f"{exc.strerror or exc}") from None
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT}
+    elif backend == "postgresql" and "connect_timeout" not in resolved.query:
+        kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     try:
         engine = sa.create_engine(resolved, **kwargs)
     except ImportError as exc:
-        raise DtuneError(f"history {name}: cannot open: {_reason(exc)} "
-                         "(the driver for this database is not installed)") from None
+        hint = f": {PG_DRIVER_HINT}" if backend == "postgresql" else ""
+        raise DtuneError(f"history {name}: cannot open: {_reason(exc, resolved.password)} "
+                         f"(the driver for this database is not installed{hint})") from None
     except sa.exc.SQLAlchemyError as exc:
-        raise DtuneError(f"history {name}: cannot open: {_reason(exc)}") from None
-    if resolved.get_backend_name() == "sqlite":
+        raise DtuneError(f"history {name}: cannot open: {_reason(exc, resolved.password)}") from None
+    if backend == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_foreign_keys)
     store = HistoryStore(engine, name)
-    with store._errors("create tables"):
-        metadata.create_all(engine)
+    try:
+        with store._errors("prepare the tables"):
+            if backend == "sqlite":
+                _prepare_sqlite(engine, name)
+            else:
+                _prepare(engine, name)
+    except BaseException:
+        engine.dispose()
+        raise
     return store
+
+
+def _prepare_sqlite(engine: Engine, name: str) -> None:
+    """Create or upgrade a SQLite history with ``lite.py``'s code, on this engine's connection."""
+    raw = engine.raw_connection()
+    try:
+        migrate_sqlite(raw.driver_connection, name)
+    finally:
+        raw.close()
+
+
+def _prepare(engine: Engine, name: str) -> None:
+    """Create or upgrade the tables of a non-SQLite history in one transaction (PostgreSQL: locked).
+
+    The advisory lock makes processes that open one database at once take
+    turns: the first creates or alters the tables, the others then find
+    them at ``SCHEMA_VERSION`` (PostgreSQL's DDL is transactional).
+    """
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": migrate.PG_LOCK_KEY})
+        inspector = sa.inspect(conn)
+        tables = set(inspector.get_table_names())
+        found = None
+        if migrate.VERSION_TABLE in tables:
+            found = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar()
+            if found == migrate.SCHEMA_VERSION:
+                return
+        have = {t: {c["name"] for c in inspector.get_columns(t)} for t in migrate.TABLE_COLUMNS if t in tables}
+        try:
+            steps = migrate.plan(found, have)
+        except migrate.SchemaRefused as exc:
+            raise DtuneError(f"history {name}: {exc}") from None
+        metadata.create_all(conn, tables=[schema_version] + [metadata.tables[t] for t in steps.create])
+        preparer = conn.dialect.identifier_preparer
+        for table, column in steps.add:
+            definition = sa.schema.CreateColumn(metadata.tables[table].c[column]).compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {preparer.quote(table)} ADD COLUMN {definition}"))
+        for table in migrate.TABLE_COLUMNS:
+            indexes = {ix["name"] for ix in sa.inspect(conn).get_indexes(table)}
+            for index in metadata.tables[table].indexes:
+                if index.name not in indexes:
+                    index.create(conn)
+        if steps.write_version:
+            conn.execute(schema_version.delete())
+            conn.execute(schema_version.insert().values(version=migrate.SCHEMA_VERSION))
 
 
 def _sqlite_foreign_keys(dbapi_connection, _record) -> None:
@@ -95,10 +181,13 @@ def _sqlite_foreign_keys(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException, password: str | None = None) -> str:
+    """The error's text on one line, the password (should a driver repeat it) replaced by ***."""
     orig = getattr(exc, "orig", None)
-    text = str(orig if orig is not None else exc)
-    return " ".join(text.split()) or type(exc).__name__   # one line
+    text = " ".join(str(orig if orig is not None else exc).split())
+    if password:
+        text = text.replace(password, "***")
+    return text or type(exc).__name__
 
 
 class HistoryStore:
@@ -129,7 +218,7 @@ class HistoryStore:
         try:
             yield
         except (sa.exc.SQLAlchemyError, ImportError) as exc:
-            raise DtuneError(f"history {self.name}: {operation}: {_reason(exc)}") from None
+            raise DtuneError(f"history {self.name}: {operation}: {_reason(exc, self.engine.url.password)}") from None
 
     # ---- writing ---------------------------------------------------------
     def record(self, row: TransferRecord, samples: Iterable[dict] = ()) -> int:
