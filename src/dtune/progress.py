@@ -67,6 +67,12 @@ class JsonReporter:
     def summary(self, result: TransferResult, seconds: float) -> None:
         self.event(summary_event(result, seconds))
 
+    def dry_run(self, result: TransferResult) -> None:
+        """--dry-run's last event (each file had its ``dry_run`` event): the totals."""
+        from dtune.dryrun import totals
+        self.event({"event": "summary", "dry_run": True, **totals(result.files),
+                    "failed": [{"file": f.relpath, "reason": f.error} for f in result.failed]})
+
 
 class ConsoleReporter:
     """Progress bar on a TTY (plain lines otherwise) and one-line warnings on stderr."""
@@ -136,6 +142,12 @@ class ConsoleReporter:
                   f"≥ 1 % of the bytes", flush=True)
         for f in result.failed:
             self._line(f"dtune: failed: {f.error or f.relpath}")
+
+    def dry_run(self, result: TransferResult) -> None:
+        """--dry-run's listing, on stdout: it is what the command was asked for."""
+        from dtune.dryrun import listing
+        self.close()
+        print("\n".join(listing(result.files)), flush=True)
 
 
 def summary_fields(result: TransferResult, seconds: float) -> dict:

@@ -20,6 +20,7 @@ from dtune.accounting import Snapshot
 from dtune.dataset import Dataset
 from dtune.discovery import discover
 from dtune.discovery.paths import Inside
+from dtune.discovery.select import Selection
 from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
 from dtune.engine.outcomes import backoff
@@ -72,6 +73,11 @@ class TransferPlan:
     online: bool | None = None         # the online search; None: the tuner's default (on for auto)
     max_per_host: int = DEFAULT_CAP    # most connections to one origin
     s3: S3Settings | None = None       # endpoint and region of s3:// sources (``discovery.s3``)
+    include: list[str] = field(default_factory=list)  # --include / --exclude globs (discovery.select)
+    exclude: list[str] = field(default_factory=list)
+    max_depth: int | None = None       # directories below a directory source; None: unlimited
+    max_files: int | None = None       # stop listing once this many files are taken
+    dry_run: bool = False              # list what would be fetched; write nothing (``dry_run``)
     # headers, credentials, proxy and TLS trust (``http.access``): never part of ``record()``
     access: Access = field(default=DIRECT, repr=False, compare=False)
 
@@ -82,6 +88,10 @@ class TransferPlan:
         for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
             info[name] = [redact_url(url) for url in info[name]]
         return info
+
+    def selection(self) -> Selection:
+        """Which listed files this transfer takes (raises ValueError for a bad pattern)."""
+        return Selection.of(self.include, self.exclude, max_depth=self.max_depth, max_files=self.max_files)
 
     def fixed(self) -> Fixed:
         """The parameters the user set explicitly: no tuner may change them."""
@@ -224,7 +234,8 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
     """Discover ``plan.sources``, fetch them into ``plan.outdir`` and verify every file.
 
     The output directory is locked for the whole transfer (``fileio.lock_directory``): a second
-    transfer into it is refused with DiskError before anything is fetched.
+    transfer into it is refused with DiskError before anything is fetched. ``plan.dry_run``:
+    discover and report only (``dry_run``), before the directory is even created.
     """
     def emit(event: dict) -> None:
         if on_event is not None:
@@ -232,6 +243,9 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
 
     for reason in plan.access.warnings:  # before any connection: certificates not checked, a bad .netrc
         emit({"event": "warning", "reason": reason})
+    if plan.dry_run:
+        return await dry_run(plan, emit)
+
     try:
         os.makedirs(plan.outdir, exist_ok=True)
         lock = lock_directory(plan.outdir)  # two transfers into one directory would mix their part files
@@ -264,26 +278,55 @@ def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
     return tasks
 
 
+async def _discover(plan: TransferPlan) -> tuple[Dataset, dict]:
+    """The dataset of ``plan.sources`` (selected as the plan says), and the connect times seen."""
+    fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
+    try:
+        opts = plan.options
+        select = plan.selection()
+        # (discovery's guards against endless trees stay, unless the user asked for more)
+        guards = {"max_depth": max(32, select.max_depth or 0), "max_files": max(1_000_000, select.max_files or 0)}
+        dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
+                                 delay=lambda n, after: backoff(n, after, opts, random.uniform(
+                                     1 - opts.backoff_jitter, 1 + opts.backoff_jitter)),
+                                 trust=None if plan.access is DIRECT else plan.access.trust_url,
+                                 s3=plan.s3, select=select, **guards)
+        return dataset, dict(fetcher.connect_times)
+    finally:
+        fetcher.close()
+
+
+async def dry_run(plan: TransferPlan, emit: EventSink) -> TransferResult:
+    """``--dry-run``: discover and select as a transfer would, say per file what it would do
+    (``dryrun.disk_states``) in a ``dry_run`` event, and return that as the result
+    (``TransferResult.dry_run``). Nothing is created or written: no output directory, lock,
+    part file or history row."""
+    from dtune.dryrun import disk_states
+    dataset, _ = await _discover(plan)
+    for warning in dataset.warnings:
+        emit({"event": "warning", "reason": warning})
+    specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
+    states = await asyncio.to_thread(disk_states, specs, paths, plan.options.update)
+    result = TransferResult(dry_run=True)
+    for spec, state in zip(specs, states, strict=True):
+        result.files.append(FileResult(spec.relpath, state, spec.size))
+        emit({"event": "dry_run", "file": spec.relpath, "size": spec.size, "state": state})
+    for relpath, reason in dataset.unlisted:  # as in a transfer: a hole in the tree fails the run
+        result.files.append(FileResult(relpath, "failed", None, reason))
+    return result
+
+
 async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: EventSink | None,
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
-    fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
     early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
-        opts = plan.options
-        dataset = await discover(plan.sources, fetch=fetcher.fetch, mirrors=plan.mirrors, retries=opts.retries,
-                                 trust=None if plan.access is DIRECT else plan.access.trust_url,
-                                 s3=plan.s3,
-                                 delay=lambda n, after: backoff(n, after, opts, random.uniform(
-                                     1 - opts.backoff_jitter, 1 + opts.backoff_jitter)))
-        connect_times = dict(fetcher.connect_times)
+        dataset, connect_times = await _discover(plan)
     except BaseException:
         for task in early.values():
             task.cancel()
         raise
-    finally:
-        fetcher.close()
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
@@ -293,6 +336,8 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         if dataset.unlisted:
             raise DtuneError(dataset.unlisted[0][1] + (f" (and {len(dataset.unlisted) - 1} more directories)"
                                                        if len(dataset.unlisted) > 1 else ""))
+        if not plan.selection().everything:
+            raise DtuneError("nothing to fetch: no listed file is selected by --include/--exclude/--max-depth")
         raise DtuneError("nothing to fetch: the sources list no files")
     try:
         tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)

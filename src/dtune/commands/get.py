@@ -32,6 +32,9 @@ SOURCE is one of:
 
 Running the same command again resumes: finished files are skipped, partial
 ones continue from their journal (NAME.dtune-part + NAME.dtune-journal).
+With --update only files that changed on the server are fetched again;
+--include/--exclude/--max-depth/--max-files select files, --dry-run lists
+them without writing anything (docs/selection.md).
 
 Exit status: 0 every file verified; 1 some file failed (listed); 2 usage error;
 130 interrupted.
@@ -85,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
             reporter.close()
     seconds = clock.elapsed()
     status = 0 if result.ok else 1
+    if result.dry_run:  # nothing was written, so nothing is recorded
+        reporter.dry_run(result)
+        return status
     if not opts["no_history"]:
         from dtune.history import record_transfer
         reporter.event(record_transfer(plan, result, status=status, started_at=clock.started_at,

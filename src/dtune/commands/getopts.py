@@ -13,6 +13,7 @@ from typing import Any
 
 from dtune import argtypes
 from dtune.config import Option, Value
+from dtune.discovery.select import Selection
 from dtune.engine.options import EngineOptions
 from dtune.errors import UsageError
 from dtune.http.access import Access
@@ -131,6 +132,23 @@ OPTIONS: list[Option] = [
     Option(("--no-sign-request",), "send S3 requests unsigned (a public bucket), even when credentials "
            "are found; without credentials they are unsigned anyway", "s3", kind="flag"),
     # ── selection and sync ──────────────────────────────────────────────────────────────────
+    Option(("--include",), "fetch only files matching GLOB (repeatable): without '/' it matches the "
+           "base name (*.nc), with '/' the whole relative path (dir/*.nc); ** crosses directories, "
+           "* ? [...] stay within one; see docs/selection.md", "selection", kind="list", metavar="GLOB"),
+    Option(("--exclude",), "do not fetch files matching GLOB (repeatable; wins over --include); a "
+           "pattern ending in '/' names directories, which are then never listed (--exclude 'tmp/')",
+           "selection", kind="list", metavar="GLOB"),
+    Option(("--max-depth",), "descend at most N directories below a directory source (0: only its "
+           "own files; default: unlimited)", "selection", parse=argtypes.count, metavar="N"),
+    Option(("--max-files",), "stop listing once N files are taken, fetch those and say the listing "
+           "was cut (exit 0 when they are verified)", "selection", parse=argtypes.positive, metavar="N"),
+    Option(("--dry-run",), "list what would be fetched (path, size, and skip for files already "
+           "complete in DIR) and the total, then exit without writing anything", "selection", kind="flag"),
+    Option(("--update",), "fetch only what changed on the server: a file in DIR is kept when its size "
+           "and mtime (to the second) are the server's, or, where the listing gives no mtime, when a "
+           "conditional GET (If-Modified-Since) answers 304. Without it a file of the listed size is "
+           "kept without comparing content (unless a SHA-256 is published); one whose size is not "
+           "listed is asked about with If-Modified-Since too", "selection", kind="flag"),
     # ── limits ──────────────────────────────────────────────────────────────────────────────
     # ── checksums ───────────────────────────────────────────────────────────────────────────
     # ── reliability ─────────────────────────────────────────────────────────────────────────
@@ -208,7 +226,12 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
         raise UsageError(f"{given[0]} is for --tuner dtree (or auto), not {v['tuner']}")
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
-                            header_timeout=v["header_timeout"])
+                            header_timeout=v["header_timeout"], update=v["update"])
+    include, exclude = list(v["include"] or []), list(v["exclude"] or [])
+    try:
+        Selection.of(include, exclude)
+    except ValueError as exc:
+        raise UsageError(f"--include/--exclude: {exc}") from None
     s3 = None
     if any(source[:5].lower() == "s3://" for source in sources):
         from dtune.http.awsconfig import s3_settings
@@ -220,4 +243,6 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
                         online=v["online"], max_per_host=v["max_connections_per_host"],
                         tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
                         min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
-                        max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None)
+                        max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
+                        include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
+                        dry_run=v["dry_run"])

@@ -49,6 +49,7 @@ from dtune.dataset import Dataset, FileSpec
 from dtune.discovery.entries import Entry, Listing
 from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
+from dtune.discovery.select import EVERYTHING, Selection
 from dtune.discovery.urllist import parse_url_list
 from dtune.discovery.urls import (
     join_url,
@@ -63,6 +64,7 @@ from dtune.http.auth import strip_userinfo
 from dtune.http.client import FetchResult  # the result type every fetch returns
 from dtune.http.message import parse_content_range, parse_retry_after
 from dtune.http.redact import redact_url
+from dtune.http.validators import http_time
 
 if TYPE_CHECKING:
     from dtune.discovery.s3 import S3Settings
@@ -94,7 +96,7 @@ def default_delay(failures: int, retry_after: float | None) -> float:
 async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
                    max_depth: int = 32, max_files: int = 1_000_000, retries: int = 5,
                    delay: Delay = default_delay, trust: Trust | None = None,
-                   s3: S3Settings | None = None) -> Dataset:
+                   s3: S3Settings | None = None, select: Selection = EVERYTHING) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -113,6 +115,9 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                those are user-named, so credentials meant for the user's origins go to them;
                redirect targets and URLs of remote listings are never passed
     s3         endpoint and region of ``s3://`` sources (default: AWS in us-east-1, unsigned)
+    select     which files to take (``discovery.select``: --include/--exclude/--max-depth/
+               --max-files): a file it refuses is never added, a directory it prunes never
+               requested, and listing stops once ``select.max_files`` files are taken
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -120,10 +125,16 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
                         max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
-                        trust=trust, s3=s3)
+                        trust=trust, s3=s3, select=select)
     for source in sources:
+        if walker.full():
+            walker.cut = True  # (sources left unlisted)
+            break
         await walker.source(source)
     walker.refuse_file_dir_clashes()
+    if walker.cut:
+        walker.warn(f"listing stopped at --max-files {select.max_files}: only the first "
+                    f"{select.max_files} files listed are fetched")
     return walker.dataset
 
 
@@ -173,10 +184,13 @@ class _Discovery:
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
                  single_source: bool, retries: int = 5, delay: Delay = default_delay,
-                 trust: Trust | None = None, s3: S3Settings | None = None) -> None:
+                 trust: Trust | None = None, s3: S3Settings | None = None,
+                 select: Selection = EVERYTHING) -> None:
         self._fetch = fetch
         self._trust = trust
         self._s3 = s3
+        self._select = select
+        self.cut = False  # select.max_files were taken and something was left unlisted or untaken
         self._retries = retries
         self._delay = delay
         self._mirrors = mirrors
@@ -203,6 +217,8 @@ class _Discovery:
         return relpath
 
     def add(self, spec: FileSpec, source: str) -> None:
+        if not self._select.everything and not self._take(spec.relpath):
+            return
         first = self._owner.get(spec.relpath)
         if first is not None:
             if first[1] != spec.url:  # the same URL reached twice (a page linking deep and its sub-page) is fine
@@ -214,6 +230,20 @@ class _Discovery:
         self._owner[spec.relpath] = (source, spec.url)
         spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
         self.dataset.files.append(spec)
+
+    def _take(self, relpath: str) -> bool:
+        """Does the selection take this file (and is there room for it under --max-files)?"""
+        if not self._select.wants_file(relpath):
+            return False
+        if self.full() and relpath not in self._owner:
+            self.cut = True
+            return False
+        return True
+
+    def full(self) -> bool:
+        """Have ``select.max_files`` files been taken (nothing more is listed)?"""
+        limit = self._select.max_files
+        return limit is not None and len(self.dataset.files) >= limit
 
     def refuse_file_dir_clashes(self) -> None:
         """A relpath that is a file and also a directory of other files cannot be written."""
@@ -360,7 +390,8 @@ class _Discovery:
                 self.warn(f"ignoring mirror {mirror} for {source}: with several sources a mirror must be "
                           "a directory URL (ending in '/')")
         ranges = ranged or (res.status == 200 and "bytes" in res.headers.get("accept-ranges", "").lower())
-        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors, ranges=ranges),
+        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors, ranges=ranges,
+                          mtime=http_time(res.headers.get("last-modified")) if res.status == 200 else None),
                  source)
 
     async def _first_byte(self, url: str) -> tuple[int | None, bool]:
@@ -444,6 +475,9 @@ class _Discovery:
         level: list[tuple[str, str, int]] = [(start, "", 0)]  # (url, relpath prefix, depth)
         limit = asyncio.Semaphore(LISTING_CONCURRENCY)
         while level:
+            if self.full():
+                self.cut = True  # (directories left unlisted)
+                break
             self._listed += len(level)
             if self._listed > self._max_files:
                 raise DiscoveryError(f"{source}: more than max_files={self._max_files} directory listings")
@@ -491,6 +525,8 @@ class _Discovery:
             return None
         url = entry.urls[0] if entry.urls else join_url(page, rel)
         if entry.is_dir:
+            if not self._select.descends(relpath, depth + 1):
+                return None  # pruned by --exclude DIR/ or --max-depth: never requested
             if depth + 1 > self._max_depth:
                 self.warn(f"not descending into {relpath + '/'!r} of {source}: deeper than "
                           f"max_depth={self._max_depth}")

@@ -50,6 +50,7 @@ from dtune.engine.outcomes import (
     Failure,
     FileChanged,
     Finished,
+    NotModified,
     RangeHonoured,
     RangeIgnored,
     Redirected,
@@ -60,9 +61,11 @@ from dtune.engine.outcomes import (
     Retry,
     Settle,
     SizeLearned,
+    SkipFile,
     WrongReplica,
     after_change,
     after_failure,
+    after_not_modified,
 )
 from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
@@ -212,7 +215,8 @@ class Engine:
     # ---- setup / teardown ------------------------------------------------------
     async def _prepare(self) -> None:
         acct = self.acct
-        states = await asyncio.to_thread(lambda: [f.resume_state() for f in self.files])
+        update = self.options.update
+        states = await asyncio.to_thread(lambda: [f.resume_state(update) for f in self.files])
         sizes_known = all(f.size is not None for f in self.files)
         acct.bytes_total = sum(f.size or 0 for f in self.files) if sizes_known else None
         acct.files_total = len(self.files)
@@ -423,6 +427,8 @@ class Engine:
             self._job_done(job)
         elif isinstance(what, Failed):
             self._job_failed(job, what.error)
+        elif isinstance(what, NotModified):
+            self._not_modified(job)
         elif isinstance(what, SizeLearned):
             self._learn_size(job.file, what.size, job)
         elif isinstance(what, RangeHonoured):
@@ -472,6 +478,36 @@ class Engine:
         if f.probing and f.size is not None:
             f.probing = False
         self._settle(f)
+
+    def _not_modified(self, job: RangeJob) -> None:
+        """A 304 to the If-Modified-Since of a file in place: the copy on disk is the server's."""
+        f = job.file
+        self._release(job)
+        action = after_not_modified(current=job.gen == f.gen and f.status in ("queued", "active"),
+                                    new_version=f.if_modified_since is None)
+        if isinstance(action, SkipFile):
+            self._skip_file(f)
+        elif isinstance(action, Requeue):
+            give_back(f, job, job.start)
+            self._adopt(f)
+            self._wake_partition(f)
+
+    def _skip_file(self, f: FileState) -> None:
+        """The file needs nothing fetched: counted as skipped, as a complete file found at start."""
+        f.status = "skipped"
+        f.gen += 1  # the other answers to its conditional requests are dropped
+        if f.size is None:
+            f.size = f.local_size
+        f.close_files()
+        acct = self.acct
+        acct.files_skipped += 1
+        acct.bytes_resumed += f.size or 0
+        totals = acct.partition_totals[f.partition]
+        totals[2] += 1
+        totals[3] += f.size or 0
+        self._detach(f)
+        self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True)
+        self._file_finished()
 
     def probe_outage(self, origin: Origin, silent: list) -> None:
         """Try a new connection to ``origin`` (at most one probe at a time, one every 2 s); if it

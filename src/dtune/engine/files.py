@@ -6,6 +6,12 @@ Life of a file (``FileState.status``)::
        ▲          │            │
        └─ backoff ┘            └──▶ failed (size / sha-256 mismatch)
     (a resumable final file found at start: skipped)
+    (a final file in place whose conditional GET is answered 304: skipped)
+
+A final file already in place is judged by ``on_disk`` (sync): skipped when
+it is the server's (size, sha-256 when known; with ``update`` also the
+mtime), fetched again when it is not, or asked about with a conditional GET
+when the listing cannot tell.
 
 Disk operations here are plain blocking calls; the engine runs the slow ones
 (fsync, hashing, rename) in a worker thread.
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+from email.utils import formatdate
 from pathlib import Path
 
 from dtune.dataset import FileSpec
@@ -23,7 +30,34 @@ from dtune.engine.ranges import RangeSet
 from dtune.errors import DtuneError, HTTPError
 from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
-from dtune.http.validators import Validators
+from dtune.http.validators import Validators, http_time
+
+
+def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: float | None,
+            sha256_known: bool, update: bool) -> str:
+    """What to do with a final file already in place (no journal next to it).
+
+    "fetch"  it differs from the server's: fetch it again (its size differs, or under
+             ``update`` its mtime, to the second)
+    "hash"   a SHA-256 is published: skip it if its digest matches, else fetch
+    "skip"   it is complete: without ``update``, a file of the right size is not compared
+             for content; under ``update`` its mtime is the server's too
+    "ask"    the listing cannot tell (no size; under ``update`` no mtime): a conditional GET
+             (If-Modified-Since its mtime) decides; a 304 skips it, anything else fetches it
+    Pure: plain numbers in, a word out.
+    """
+    if size is not None and local_size != size:
+        return "fetch"
+    if sha256_known:
+        return "hash"
+    if not update:
+        return "skip" if size is not None else "ask"
+    if mtime is not None:
+        if int(local_mtime // 1) != int(mtime // 1):
+            return "fetch"
+        if size is not None:
+            return "skip"
+    return "ask"
 
 
 class Replica:
@@ -84,6 +118,10 @@ class FileState:
         # a file fetched in one request has no journal (and no preallocation): if the
         # transfer dies, all of it was in flight anyway; the engine sets this per size
         self.journaled = True
+        # a final file in place the listing cannot judge (``on_disk`` "ask"): the first requests ask
+        # If-Modified-Since its mtime (the HTTP date); a 304 skips the file. Cleared by the first 200/206
+        self.if_modified_since: str | None = None
+        self.local_size: int | None = None  # that file's size (a skipped file's, when the listing has none)
 
     def serves(self, replica: int) -> bool:
         """May a lane of ``replica`` fetch this file (it has that URL, and its size was right)?"""
@@ -167,13 +205,21 @@ class FileState:
         return bool(self.unassigned)
 
     # ---- disk ----------------------------------------------------------------
-    def resume_state(self) -> str:
-        """Look at the disk before transferring: 'skip', 'resume' or 'fresh'. Blocking."""
-        if self.size is not None and os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
+    def resume_state(self, update: bool = False) -> str:
+        """Look at the disk before transferring: 'skip', 'resume' or 'fresh' (a fresh file may
+        carry ``if_modified_since``). ``update``: --update (see ``on_disk``). Blocking."""
+        if os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
             try:
-                if os.path.getsize(self.final_path) == self.size and (
-                        not self.sha256 or sha256_file(self.final_path) == self.sha256):
+                st = os.stat(self.final_path)
+                decision = on_disk(st.st_size, st.st_mtime, size=self.size, mtime=self.spec.mtime,
+                                   sha256_known=bool(self.sha256), update=update)
+                if decision == "skip" or (decision == "hash" and sha256_file(self.final_path) == self.sha256):
+                    if self.size is None:
+                        self.size = st.st_size
                     return "skip"
+                if decision == "ask":
+                    self.if_modified_since = formatdate(st.st_mtime, usegmt=True)
+                    self.local_size = st.st_size
             except OSError:
                 pass
         state = read_journal(self.journal_path)
@@ -297,8 +343,9 @@ class FileState:
         try:
             self.close_files()
             os.replace(self.part_path, self.final_path)
-            if self.spec.mtime:
-                os.utime(self.final_path, (self.spec.mtime, self.spec.mtime))
+            mtime = self.server_mtime()
+            if mtime is not None:
+                os.utime(self.final_path, (mtime, mtime))
             try:
                 os.unlink(self.journal_path)
             except FileNotFoundError:
@@ -307,6 +354,14 @@ class FileState:
         except OSError as exc:
             self.close_files()
             return str(disk_error(self.final_path, exc))
+
+    def server_mtime(self) -> float | None:
+        """The mtime a committed file gets: the listing's (what the next listing is compared with,
+        under --update), else the Last-Modified of the answers (as wget -N and rclone do)."""
+        if self.spec.mtime:
+            return self.spec.mtime
+        seen = self.validators or self.journal_validators
+        return http_time(seen.last_modified) if seen is not None else None
 
     def _reject(self, reason: str) -> str:
         self.close_files()

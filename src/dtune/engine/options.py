@@ -118,3 +118,5 @@ class EngineOptions:
     control_tick: float = 0.1         # seconds between tuner updates: a step of the online search is
                                       # judged over a few round trips, so it must not wait a whole second
     timer_slack: float = 0.005        # seconds added to wake-up timers (uvloop fires up to 1 ms early)
+    update: bool = False              # --update: a file in place is skipped only when its size and mtime are the
+                                      # server's (or a conditional GET answers 304), see files.on_disk

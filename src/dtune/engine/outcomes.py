@@ -15,6 +15,12 @@ response reveals as they arrive, and how the request ended:
     WrongReplica(why)    a mirror serves another size: never used for this file again, its
                          request goes back without penalty (warning)
     Finished             done: journal, commit when every byte is on disk
+    NotModified          a 304 to the If-Modified-Since of a file in place (``after_not_modified``):
+        an answer for a file no longer fetched, or restarted ... nothing
+        another answer already brings a new version of it .... Requeue (its range is asked
+                                                                again, without condition)
+        otherwise ............................................ SkipFile: the copy on disk is
+                                                                the server's
     Failed(error)        ``after_failure``, first match wins:
         the file no longer wants these bytes .................. Settle
         the file is no longer active .......................... nothing
@@ -96,7 +102,13 @@ class Failed:
     error: Exception
 
 
-Report = SizeLearned | RangeIgnored | RangeHonoured | FileChanged | Redirected | WrongReplica | Finished | Failed
+@dataclass(slots=True)
+class NotModified:
+    """304 to a request that carried If-Modified-Since (``files.on_disk``): the file on disk is current."""
+
+
+Report = (SizeLearned | RangeIgnored | RangeHonoured | FileChanged | Redirected | WrongReplica | Finished
+          | Failed | NotModified)
 
 
 # ---- actions: what the engine does -------------------------------------------------------------
@@ -132,7 +144,26 @@ class RestartFile:
     reason: str
 
 
-Action = Settle | FailFile | Requeue | Retry | RestartFile
+@dataclass(slots=True)
+class SkipFile:
+    """The file on disk is the server's version: nothing to fetch (counted as skipped)."""
+
+
+Action = Settle | FailFile | Requeue | Retry | RestartFile | SkipFile
+
+
+def after_not_modified(*, current: bool, new_version: bool) -> SkipFile | Requeue | None:
+    """The action for a 304 (see the table in the module docstring).
+
+    current      the answer is for the file as it is now fetched (same generation, still queued
+                 or active)
+    new_version  another request of the file already had a 200/206: bytes of a newer version
+    """
+    if not current:
+        return None
+    if new_version:
+        return Requeue()
+    return SkipFile()
 
 
 # ---- the failure table --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from dtune.engine.outcomes import (
     Failed,
     FileChanged,
     Finished,
+    NotModified,
     RangeHonoured,
     RangeIgnored,
     Redirected,
@@ -62,7 +63,7 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body")
+                 "small_body", "conditional")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
                  report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT) -> None:
@@ -91,15 +92,20 @@ class RangeJob:
         self.url = rep.url
         self.t_sent = 0.0
         self.cut = False          # end was moved earlier (the endgame): stop there, drop the connection
+        # a file in place the listing cannot judge (``files.on_disk``): the primary is asked whether
+        # the copy on disk is current; a 304 skips the file
+        self.conditional = file.if_modified_since is not None and lane.replica == 0
+        extra = {"If-Modified-Since": file.if_modified_since} if self.conditional else None
         if ranged and end is not None:
             # a range of the version seen so far, or the whole file if the server's has changed
             known = rep.validators if rep.validators is not None else (
                 file.journal_validators if lane.replica == 0 else None)
             tag = known.if_range() if known is not None else None
-            self.request = access.request("GET", rep.origin, rep.target, (start, end),
-                                          {"If-Range": tag} if tag is not None else None)
+            if tag is not None:
+                extra = {**(extra or {}), "If-Range": tag}
+            self.request = access.request("GET", rep.origin, rep.target, (start, end), extra)
         else:
-            self.request = access.request("GET", rep.origin, rep.target, None)
+            self.request = access.request("GET", rep.origin, rep.target, None, extra)
 
     def describe(self) -> str:
         f = self.file
@@ -130,10 +136,14 @@ class RangeJob:
 
     def _accept(self, status: int, headers: dict[str, str]) -> bool:
         f = self.file
+        if status == 304 and self.conditional:  # (a 304 has no body: on_complete reports it)
+            self.discard = True
+            return True
         if f.status not in ("active", "queued"):
             self.superseded = True
             raise ProtocolError(f"{f.relpath}: no longer wanted")
         if status == 200 or status == 206:
+            f.if_modified_since = None  # a version to fetch: no more conditions
             seen = Validators.of(headers)
             if seen is not None:
                 self._check_version(seen)
@@ -280,8 +290,11 @@ class RangeJob:
 
     def on_complete(self) -> None:
         if self.discard:
-            # an answer with nothing to write (an empty file), or an unwanted small body
-            self.report(self, Finished() if self.error is None else Failed(self.error))
+            # an answer with nothing to write (an empty file, a 304), or an unwanted small body
+            if self.error is not None:
+                self.report(self, Failed(self.error))
+            else:
+                self.report(self, NotModified() if self.status == 304 else Finished())
             return
         f = self.file
         if self.end is None:  # whole-file stream of unknown length ended

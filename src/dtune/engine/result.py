@@ -10,7 +10,7 @@ from dtune.accounting import Snapshot
 @dataclass(slots=True)
 class FileResult:
     relpath: str
-    status: str           # done | skipped | failed
+    status: str           # done | skipped | failed; a dry run's: fetch | skip | resume | check
     size: int | None
     error: str | None = None
 
@@ -23,6 +23,7 @@ class TransferResult:
     tuning: dict = field(default_factory=dict)
     samples: list[dict] = field(default_factory=list)
     energy: dict | None = None  # {"joules", "kind", "seconds", "watts", "note"} when metered
+    dry_run: bool = False       # --dry-run: ``files`` says what would be done, nothing was
 
     @property
     def failed(self) -> list[FileResult]:

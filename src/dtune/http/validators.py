@@ -81,6 +81,16 @@ class Validators:
         return cls(etag, modified, header.get("strong_date") is True and modified is not None)
 
 
+def http_time(value: object) -> float | None:
+    """Seconds since the epoch of an HTTP date (``Last-Modified``), or None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parsedate_to_datetime(value.strip()).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
 def _clean(value: object) -> str | None:
     if not isinstance(value, str):
         return None

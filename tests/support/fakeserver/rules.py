@@ -1,7 +1,8 @@
 """``FakeServer``: a scriptable well-behaved server whose paths misbehave as sloppy servers do.
 
 It serves an in-memory ``{path: bytes}`` dict with correct single-range
-support (206 / 416), keep-alive and pipelining, HEAD, and an nginx
+support (206 / 416), If-Modified-Since (304: every file's Last-Modified is
+``core.MTIME``), keep-alive and pipelining, HEAD, and an nginx
 ``autoindex_format json`` listing for every directory path ending in ``/``;
 it closes connections as nginx does (lingering). In memory or on
 127.0.0.1: see ``core``.
@@ -20,6 +21,7 @@ exactly which bytes were asked for and delivered.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 from dataclasses import dataclass
 
 from dtune.http.memory import MemoryNetwork
@@ -55,6 +57,16 @@ class Rule:
         if self.times is not None:
             self.times -= 1
         return True
+
+
+def _unmodified_since(value: str | None) -> bool:
+    """Is ``MTIME`` no later than the If-Modified-Since date ``value`` (RFC 9110 §13.1.3)?"""
+    if value is None:
+        return False
+    try:
+        return email.utils.parsedate_to_datetime(MTIME) <= email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return False
 
 
 class _Close(Exception):
@@ -105,6 +117,13 @@ class FakeServer(Server):
             if rule.location is not None:
                 more["Location"] = rule.location
             await self._simple(ex, status, b"nope\n", more)
+            return
+        if req.method == "GET" and _unmodified_since(ex.headers.get("if-modified-since")):
+            req.status = 304
+            ex.head(304, {"ETag": etag(data), "Last-Modified": MTIME, **extra})
+            await writer.drain()
+            if close:
+                raise _Close()
             return
         if span == "unsatisfiable":
             await self._simple(ex, 416, b"", {"Content-Range": f"bytes */{size}", **extra})
