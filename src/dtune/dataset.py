@@ -20,17 +20,16 @@ class FileSpec:
     relpath   relative output path with '/' separators, already checked safe
               (see ``dtune.discovery.paths.safe_relpath``)
     size      bytes, when the source says so (None = learn it from the response)
-    sha256    lowercase hex digest when the source gives one
     mirrors   other URLs serving the same bytes (MDTP uses them)
     mtime     seconds since the epoch, when known
     ranges    the source said its server honours Range (``Accept-Ranges: bytes`` on HEAD)
-    checksum  a published digest other than ``sha256`` (``dtune.checksums.Checksum``)
+    checksum  the digest to verify the file with, when a source publishes one
+              (``dtune.checksums.Checksum``: algorithm, hex, where it came from)
     """
 
     url: str
     relpath: str
     size: int | None = None
-    sha256: str | None = None
     mirrors: list[str] = field(default_factory=list)
     mtime: float | None = None
     ranges: bool = False

@@ -1,4 +1,4 @@
-"""File-system primitives shared by every room: safe opens, disk errors, SHA-256, descriptor limit.
+"""File-system primitives shared by every room: safe opens, disk errors, digests, descriptor limit.
 
 Plain blocking calls; callers on an event loop run the slow ones (hashing)
 in a worker thread.
@@ -7,10 +7,10 @@ in a worker thread.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import threading
 
+from dtune.checksums import hasher
 from dtune.errors import DiskError
 
 HASH_BLOCK = 4 << 20        # bytes read per pread while hashing: few syscalls, bounded memory
@@ -52,12 +52,14 @@ def write_all(fd: int, data: bytes, offset: int) -> None:
         done += n
 
 
-def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:
-    """Hex SHA-256 of everything in ``fd`` (read with pread from offset 0).
+def digest_fd(fd: int, algo: str, stop: threading.Event | None = None) -> str | None:
+    """Hex digest (``algo``: one of ``dtune.checksums.ALGORITHMS``) of everything in ``fd``,
+    read with pread from offset 0.
 
     None when ``stop`` was set before the end (a caller shutting down).
+    Raises ImportError for crc32c when its optional package is missing.
     """
-    h = hashlib.sha256()
+    h = hasher(algo)
     offset = 0
     while True:
         block = os.pread(fd, HASH_BLOCK, offset)
@@ -69,15 +71,25 @@ def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:
             return None
 
 
-def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of the file at ``path``; raises OSError when it cannot be read."""
+def digest_file(path: str | os.PathLike[str], algo: str) -> str:
+    """Hex digest of the file at ``path``; raises OSError when it cannot be read."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        digest = sha256_fd(fd)
+        digest = digest_fd(fd, algo)
         assert digest is not None  # no stop event: always runs to the end
         return digest
     finally:
         os.close(fd)
+
+
+def sha256_fd(fd: int, stop: threading.Event | None = None) -> str | None:
+    """Hex SHA-256 of everything in ``fd`` (``digest_fd``); None when ``stop`` was set first."""
+    return digest_fd(fd, "sha256", stop)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of the file at ``path``; raises OSError when it cannot be read."""
+    return digest_file(path, "sha256")
 
 
 _LIBC: object = None   # libc through ctypes, loaded on first use (None: not yet; False: not here)

@@ -133,6 +133,8 @@ class ConsoleReporter:
         line = (f"{s['files_verified']} of {s['files_total']} files verified "
                 f"({s['files_skipped']} already complete), {human_bytes(s['bytes'])} in "
                 f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
+        if s["files_verified"]:
+            line += f"; {s['files_by_checksum']} checked by checksum, {s['files_by_size']} by size only"
         print(line, flush=True)
         if len(s["origins"]) > 1:
             for origin, v in s["origins"].items():
@@ -162,10 +164,19 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
                                "mean_request": round(view.bytes / view.requests) if view.requests else 0,
                                "share": round(view.bytes / moved, 4) if moved else 0.0}
     used = sum(1 for v in origins.values() if v["share"] >= 0.01)
+    by_checksum: dict[str, int] = {}
+    for f in result.files:
+        if f.status != "failed" and f.checksum is not None:
+            by_checksum[f.checksum] = by_checksum.get(f.checksum, 0) + 1
+    checked = sum(by_checksum.values())
     return {"origins": origins,
             "replica_utilisation": round(used / len(origins), 3) if origins else None,
             "files_total": len(result.files), "files_verified": done + skipped,
             "files_skipped": skipped, "files_failed": len(result.failed), "bytes": moved,
+            # of the verified files: how many a published checksum verified (and which), how many
+            # only their size
+            "files_by_checksum": checked, "files_by_size": done + skipped - checked,
+            "checksums": dict(sorted(by_checksum.items())),
             "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),
             "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,
             "retries": snap.retries if snap else 0,

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dtune import checksums
 from dtune.accounting import Snapshot
+from dtune.checksums import Checksum
 from dtune.dataset import Dataset
 from dtune.discovery import discover
 from dtune.discovery.paths import Inside
@@ -78,6 +80,9 @@ class TransferPlan:
     max_depth: int | None = None       # directories below a directory source; None: unlimited
     max_files: int | None = None       # stop listing once this many files are taken
     dry_run: bool = False              # list what would be fetched; write nothing (``dry_run``)
+    checksum: Checksum | None = None   # --checksum: the digest of a single-file source
+    checksum_files: list[str] = field(default_factory=list)  # --checksum-file paths or URLs
+    listed_checksums: bool = True      # read the SHA256SUMS / NAME.md5 files listings hold
     # headers, credentials, proxy and TLS trust (``http.access``): never part of ``record()``
     access: Access = field(default=DIRECT, repr=False, compare=False)
 
@@ -228,6 +233,15 @@ def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[l
     return specs, paths
 
 
+def _warn_unverifiable(specs: list, emit: EventSink) -> None:
+    """Say before the transfer, not only after it, that files whose checksum is a crc32c cannot be
+    verified without the optional crc32c package (they fail at verification, their bytes kept)."""
+    count = sum(1 for s in specs if s.checksum is not None and s.checksum.algo == "crc32c")
+    if count and not checksums.available("crc32c"):
+        emit({"event": "warning", "reason": f"{count} file(s) have a crc32c checksum, and "
+                                            f"{checksums.MISSING_CRC32C}: they will fail verification"})
+
+
 async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
                    on_progress: Callable[[Snapshot], None] | None = None,
                    on_engine: Callable[[Engine], None] | None = None) -> TransferResult:
@@ -290,7 +304,8 @@ async def _discover(plan: TransferPlan) -> tuple[Dataset, dict]:
                                  delay=lambda n, after: backoff(n, after, opts, random.uniform(
                                      1 - opts.backoff_jitter, 1 + opts.backoff_jitter)),
                                  trust=None if plan.access is DIRECT else plan.access.trust_url,
-                                 s3=plan.s3, select=select, **guards)
+                                 s3=plan.s3, select=select, checksum_files=plan.checksum_files,
+                                 listed_checksums=plan.listed_checksums, checksum=plan.checksum, **guards)
         return dataset, dict(fetcher.connect_times)
     finally:
         fetcher.close()
@@ -330,6 +345,7 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
+    _warn_unverifiable(specs, emit)
     if not specs:
         for task in early.values():
             task.cancel()

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
@@ -55,12 +56,12 @@ class Run:
                       if p.name.endswith((PART_SUFFIX, JOURNAL_SUFFIX)))
 
 
-def spec(server: FakeServer, path: str, *, sized: bool = True, sha256: str | None = None,
+def spec(server: FakeServer, path: str, *, sized: bool = True, checksum: Checksum | None = None,
          ranges: bool = True) -> FileSpec:
     """The file as discovery describes it; ``ranges``: as a HEAD with ``Accept-Ranges: bytes`` says
     (False: as a listing does, which says nothing about Range)."""
     return FileSpec(url=server.url(path), relpath=path.lstrip("/"),
-                    size=len(server.files[path]) if sized else None, sha256=sha256, ranges=ranges)
+                    size=len(server.files[path]) if sized else None, checksum=checksum, ranges=ranges)
 
 
 def fetch(server: FakeServer, tmp_path: Path, specs: list[FileSpec], params: Params = ONE,

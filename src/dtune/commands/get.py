@@ -24,11 +24,16 @@ SOURCE is one of:
   a directory URL         http://host/data/             → DIR/<tree> (relative paths kept)
                           (dtune serve manifest, nginx JSON/HTML autoindex, Apache index)
   a URL-list file         urls.txt (aria2 -i style: URL [TAB mirror...], "  out=NAME",
-                          "  checksum=sha-256=HEX")
-  a Metalink 4 file       data.meta4 (size, sha-256, several URLs)
+                          "  checksum=sha-256=HEX" or md5, sha-1, sha-512, adler32, crc32c)
+  a Metalink file         data.meta4, data.metalink (4 or 3: size, hashes, several URLs)
   an S3 prefix            s3://bucket/data/             → DIR/<keys below data/>
   an S3 object            s3://bucket/data/big.bin      → DIR/big.bin
                           (signed with AWS credentials when found; see the S3 options)
+
+Every file's size is checked, and its checksum when one is published: by the
+listing (dtune manifest, Metalink, URL list), by SHA256SUMS / MD5SUMS / NAME.sha256
+files in the listed directory, by the server's Digest / Repr-Digest / Content-MD5
+headers, or by --checksum-file; the strongest algorithm wins, and --checksum over all.
 
 Running the same command again resumes: finished files are skipped, partial
 ones continue from their journal (NAME.dtune-part + NAME.dtune-journal).

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-from dtune import argtypes
+from dtune import argtypes, checksums
+from dtune.checksums import Checksum
 from dtune.config import Option, Value
 from dtune.discovery.select import Selection
 from dtune.engine.options import EngineOptions
@@ -46,6 +48,21 @@ def _partitions(text: str) -> int:
 def _proxy_text(text: str) -> str:
     from dtune.http.proxy import check_proxy_text
     return check_proxy_text(text)
+
+
+def _checksum(text: str) -> Checksum:
+    return checksums.parse(text, "--checksum")
+
+
+def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
+    """``--checksum-file`` values; a URL carrying credentials is refused (they belong in the
+    credential options, not in a value the history records)."""
+    items = list(values["checksum_file"] or [])
+    for item in items:
+        if "://" in item and urlsplit(item).username is not None:
+            raise UsageError(f"--checksum-file {urlsplit(item).hostname}: give credentials with the "
+                             f"credential options, not in the URL")
+    return items
 
 
 _d = EngineOptions()
@@ -151,6 +168,17 @@ OPTIONS: list[Option] = [
            "listed is asked about with If-Modified-Since too", "selection", kind="flag"),
     # ── limits ──────────────────────────────────────────────────────────────────────────────
     # ── checksums ───────────────────────────────────────────────────────────────────────────
+    Option(("--checksum",), "the digest of the one file the source names, as ALGO:HEX (sha256:…, "
+           "sha512:…, sha1:…, md5:…, crc32c:…, adler32:…); it is verified instead of any digest the "
+           "server publishes", "checks", parse=_checksum, metavar="ALGO:HEX"),
+    Option(("--checksum-file",), "a checksum file (local path or URL) whose digests verify the files it "
+           "names (repeatable): SHA256SUMS-style lines `HEX  name` or `SHA256 (name) = HEX`; a name is a path "
+           "relative to the output directory, or one with more leading directories (data/a.bin finds a.bin)",
+           "checks", kind="list", metavar="PATH_OR_URL"),
+    Option(("--checksum-files",), "read the SHA256SUMS, SHA512SUMS, SHA1SUMS, MD5SUMS, *.sha256sum and "
+           "NAME.sha256 / .sha512 / .md5 files a directory listing holds, and verify the files they name "
+           "(they are downloaded too); --no-checksum-files: do not fetch them first", "checks",
+           kind="switch", default=True),
     # ── reliability ─────────────────────────────────────────────────────────────────────────
     Option(("--stall-timeout",), "drop a connection that received nothing for S seconds", "reliability",
            default=_d.stall_timeout, parse=argtypes.seconds, metavar="S"),
@@ -245,4 +273,5 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
                         min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
                         max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
                         include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
-                        dry_run=v["dry_run"])
+                        dry_run=v["dry_run"], checksum=v["checksum"],
+                        checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"])

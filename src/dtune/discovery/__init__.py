@@ -39,27 +39,30 @@ signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dtune.checksums import Checksum
 from dtune.dataset import Dataset, FileSpec
+from dtune.discovery import sums
 from dtune.discovery.entries import Entry, Listing
 from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
 from dtune.discovery.select import EVERYTHING, Selection
 from dtune.discovery.urllist import parse_url_list
 from dtune.discovery.urls import (
+    checksum_from_headers,
     join_url,
     last_segment,
     path_is_dir,
     relative_segments,
     requote_url,
-    sha256_from_headers,
 )
-from dtune.errors import DiscoveryError, DtuneError
+from dtune.errors import DiscoveryError, DtuneError, UsageError
 from dtune.http.auth import strip_userinfo
 from dtune.http.client import FetchResult  # the result type every fetch returns
 from dtune.http.message import parse_content_range, parse_retry_after
@@ -96,7 +99,9 @@ def default_delay(failures: int, retry_after: float | None) -> float:
 async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[str] = (),
                    max_depth: int = 32, max_files: int = 1_000_000, retries: int = 5,
                    delay: Delay = default_delay, trust: Trust | None = None,
-                   s3: S3Settings | None = None, select: Selection = EVERYTHING) -> Dataset:
+                   s3: S3Settings | None = None, select: Selection = EVERYTHING,
+                   checksum_files: Sequence[str] = (), listed_checksums: bool = True,
+                   checksum: Checksum | None = None) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -118,6 +123,10 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     select     which files to take (``discovery.select``: --include/--exclude/--max-depth/
                --max-files): a file it refuses is never added, a directory it prunes never
                requested, and listing stops once ``select.max_files`` files are taken
+    checksum_files    SUMS files (local paths or URLs) whose digests go to the files they name
+                      (``discovery.sums``; names relative to the output directory)
+    listed_checksums  read the SHA256SUMS / MD5SUMS / ``NAME.sha256`` files directory listings hold
+    checksum   the digest of the one file the sources name (``--checksum``); it wins over any other
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -135,6 +144,12 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     if walker.cut:
         walker.warn(f"listing stopped at --max-files {select.max_files}: only the first "
                     f"{select.max_files} files listed are fetched")
+    await walker.read_checksum_files(checksum_files, listed_checksums)
+    if checksum is not None:
+        if len(walker.dataset.files) != 1:
+            raise UsageError(f"--checksum gives the digest of one file, but the sources list "
+                             f"{len(walker.dataset.files)}; use --checksum-file for many")
+        walker.dataset.files[0].checksum = checksum
     return walker.dataset
 
 
@@ -143,6 +158,15 @@ def _checked_mirror(mirror: str) -> str:
         return requote_url(mirror)
     except ValueError as exc:
         raise DiscoveryError(f"mirror {mirror!r}: {exc}") from None
+
+
+def _read_small(path: str, limit: int) -> bytes:
+    """A local file of at most ``limit`` bytes (OSError EFBIG beyond)."""
+    with open(path, "rb") as fh:
+        body = fh.read(limit + 1)
+    if len(body) > limit:
+        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB")
+    return body
 
 
 def _one_line(exc: BaseException) -> str:
@@ -200,6 +224,7 @@ class _Discovery:
         self._listing_max_bytes = min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE))
         self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
         self._listed = 0
+        self._checksum_files: list[FileSpec] = []  # listed files whose names say they hold digests
         self.dataset = Dataset()
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -352,7 +377,7 @@ class _Discovery:
                 if self._trust is not None:
                     self._trust(bare)  # the user's own file: its URLs are user-named
             mirrors = urls[1:] + [join_url(m, relpath) for m in dir_mirrors]
-            self.add(FileSpec(url=urls[0], relpath=relpath, size=entry.size, sha256=entry.sha256,
+            self.add(FileSpec(url=urls[0], relpath=relpath, size=entry.size, checksum=entry.checksum,
                               mirrors=mirrors, mtime=entry.mtime), path)
         if stripped:
             self.warn(f"{path}: user:password@ removed from {stripped} URL(s) and not used: credentials are "
@@ -367,14 +392,14 @@ class _Discovery:
         if path_is_dir(final) and res.status < 400:
             await self._directory(final, source)
             return
-        size = sha256 = None
+        size = checksum = None
         ranged = False
         if res.status in (403, 405):  # HEAD refused (a presigned URL is signed for GET only): ask one byte
             size, ranged = await self._first_byte(url)
-        if res.status == 200:
+        if res.status == 200:  # (a HEAD: its digest headers are the whole file's)
             length = res.headers.get("content-length", "").strip()
             size = int(length) if length.isascii() and length.isdigit() else None
-            sha256 = sha256_from_headers(res.headers)
+            checksum = checksum_from_headers(res.headers)
         elif size is None and res.status >= 400 and res.status not in (405, 501):
             self.warn(f"HEAD {redact_url(url)} answered HTTP {res.status}; will try GET anyway")
         relpath = self.safe(last_segment(url), source)
@@ -390,7 +415,7 @@ class _Discovery:
                 self.warn(f"ignoring mirror {mirror} for {source}: with several sources a mirror must be "
                           "a directory URL (ending in '/')")
         ranges = ranged or (res.status == 200 and "bytes" in res.headers.get("accept-ranges", "").lower())
-        self.add(FileSpec(url=url, relpath=relpath, size=size, sha256=sha256, mirrors=mirrors, ranges=ranges,
+        self.add(FileSpec(url=url, relpath=relpath, size=size, checksum=checksum, mirrors=mirrors, ranges=ranges,
                           mtime=http_time(res.headers.get("last-modified")) if res.status == 200 else None),
                  source)
 
@@ -534,6 +559,63 @@ class _Discovery:
             if not url.endswith("/"):
                 url += "/"
             return url, relpath + "/", depth + 1
-        self.add(FileSpec(url=url, relpath=relpath, size=entry.size, sha256=entry.sha256,
-                          mirrors=self._dir_mirrors(relpath), mtime=entry.mtime), source)
+        spec = FileSpec(url=url, relpath=relpath, size=entry.size, checksum=entry.checksum,
+                        mirrors=self._dir_mirrors(relpath), mtime=entry.mtime)
+        self.add(spec, source)
+        if sums.checksum_file_kind(relpath.rpartition("/")[2]) is not None:
+            self._checksum_files.append(spec)
         return None
+
+    # -- checksum files (discovery/sums.py) ------------------------------------------------
+
+    async def read_checksum_files(self, explicit: Sequence[str], listed: bool) -> None:
+        """Give files the digests of the checksum files the listings hold (``listed``) and of those the
+        user named; a listed one that cannot be read costs a warning, a named one is an error."""
+        files = {spec.relpath: spec for spec in self.dataset.files}
+        jobs = [self._explicit_checksum_job(where) for where in explicit]
+        if listed:
+            kept = [s for s in self._checksum_files if files.get(s.relpath) is s]  # (not a refused duplicate)
+            jobs += sums.listed_jobs(kept, files, self.warn)
+        if not jobs:
+            return
+        limit = asyncio.Semaphore(LISTING_CONCURRENCY)
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._read_checksum_file(job, limit)) for job in jobs]
+        for job, task in zip(jobs, tasks, strict=True):
+            body = task.result()
+            if isinstance(body, DiscoveryError):
+                raise body
+            if body is not None:
+                parsed = sums.parse_sums(body, job.kind, job.label)
+                sums.attach(parsed, job.directory, files, job.label, self.warn, suffix_match=job.explicit)
+
+    def _explicit_checksum_job(self, where: str) -> sums.Job:
+        if os.path.isfile(where):
+            name = os.path.basename(where)
+            label = where
+        else:
+            try:
+                where = requote_url(where)
+            except ValueError as exc:
+                raise DiscoveryError(f"--checksum-file {where}: not an existing file, and {exc}") from None
+            name = label = last_segment(where)  # (not the URL: its query may hold a signature)
+        return sums.Job(where, sums.checksum_file_kind(name) or sums.ANY, "", label, explicit=True)
+
+    async def _read_checksum_file(self, job: sums.Job, limit: asyncio.Semaphore) -> bytes | DiscoveryError | None:
+        """The bytes of a checksum file; None after a warning (a listed one that cannot be read); the
+        error for one the user named (returned, not raised: the other reads finish first)."""
+        async with limit:
+            try:
+                if job.explicit and os.path.isfile(job.where):
+                    return await asyncio.to_thread(_read_small, job.where, sums.MAX_BYTES)
+                res = await self._call(job.where, max_bytes=sums.MAX_BYTES)
+                if res.status != 200:
+                    raise DiscoveryError(f"GET {job.where}: answered HTTP {res.status}")
+                return res.body
+            except (DiscoveryError, OSError) as exc:
+                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+                if job.explicit:
+                    return DiscoveryError(f"--checksum-file {job.label}: {reason}")
+                self.warn(f"{job.label}: not read as a checksum file ({reason}); the files it names "
+                          f"are checked by the other digests published, else by size only")
+                return None

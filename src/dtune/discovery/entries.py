@@ -21,8 +21,7 @@ class Entry:
     is_dir   a sub-directory to list next (nginx JSON and HTML indexes only)
     size     exact bytes, when the listing states them exactly
     mtime    seconds since the epoch, when the listing states it
-    sha256   lowercase hex
-    checksum another published digest (``dtune.checksums.Checksum``: md5, sha-512, adler32, ...)
+    checksum the digest the listing publishes (``dtune.checksums.Checksum``: sha-256, md5, ...)
     urls     request-ready absolute URLs the listing names for this entry, best
              first; empty when the URL is built from the directory URL + name
     """
@@ -31,7 +30,6 @@ class Entry:
     is_dir: bool = False
     size: int | None = None
     mtime: float | None = None
-    sha256: str | None = None
     urls: tuple[str, ...] = ()
     checksum: Checksum | None = None
 

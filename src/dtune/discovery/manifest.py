@@ -18,6 +18,7 @@ import json
 import math
 import re
 
+from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry, Listing
 from dtune.errors import DiscoveryError
 
@@ -86,9 +87,10 @@ def manifest_entries(doc: object, source: str) -> Listing:
                 raise bad(f"files[{i}].mtime is not a number")
             mtime = float(mtime)
         sha256 = item.get("sha256")
+        checksum = None
         if sha256 is not None:
             if not isinstance(sha256, str) or not _HEX64.match(sha256):
                 raise bad(f"files[{i}].sha256 is not 64 hex digits")
-            sha256 = sha256.lower()
-        listing.entries.append(Entry(name=path, size=size, mtime=mtime, sha256=sha256))
+            checksum = Checksum("sha256", sha256.lower(), "dtune manifest")
+        listing.entries.append(Entry(name=path, size=size, mtime=mtime, checksum=checksum))
     return listing

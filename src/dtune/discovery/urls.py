@@ -21,12 +21,14 @@ import binascii
 import re
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from dtune import checksums
+from dtune.checksums import Checksum
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters left as they are in a path or query: RFC 3986 reserved
 # characters (they may carry meaning) plus '%' (existing escapes).
 _KEEP = "!$&'()*+,/:;=@[]~%"
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
-_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 def _requote_part(text: str, extra_safe: str = "") -> str:
@@ -125,33 +127,57 @@ def relative_segments(url: str, dir_url: str) -> list[str] | None:
     return [unquote(s, errors="surrogateescape") for s in rest]
 
 
-def _digest_value(value: str) -> str | None:
+def _digest_hex(value: str, algo: str, hex_allowed: bool) -> str | None:
+    """The lowercase hex of a header's digest ``value`` (base64, or hex where ``hex_allowed``),
+    or None when it is not a digest of ``algo``'s length."""
     value = value.strip()
-    if _HEX64.match(value):  # some servers send hex where RFC 3230 says base64
-        return value.lower()
+    digits = checksums.hex_length(algo)
+    if hex_allowed and len(value) == digits and all(c in "0123456789abcdefABCDEF" for c in value):
+        return value.lower()  # some servers send hex where RFC 3230 says base64
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
         return None
-    return raw.hex() if len(raw) == 32 else None
+    return raw.hex() if len(raw) * 2 == digits else None
 
 
-def sha256_from_headers(headers: dict[str, str]) -> str | None:
-    """SHA-256 hex from ``Repr-Digest: sha-256=:B64:`` (RFC 9530) or ``Digest: SHA-256=B64`` (RFC 3230).
+def _members(value: str) -> list[tuple[str, str]]:
+    """``a=1, b=2;p=x`` → ``[("a", "1"), ("b", "2")]`` (parameters dropped)."""
+    out = []
+    for member in value.split(","):
+        key, sep, rest = member.partition("=")
+        if sep:
+            out.append((key.strip().lower(), rest.split(";")[0].strip()))
+    return out
 
-    ``headers`` has lower-case names. Repr-Digest wins; malformed values are ignored.
+
+def checksum_from_headers(headers: dict[str, str]) -> Checksum | None:
+    """The strongest digest of the whole file a response's headers publish, or None.
+
+    ``headers`` has lower-case names, and must come from a HEAD or a 200 answer
+    (a 206 carries the digest of its range, not of the file). Read:
+    ``Repr-Digest: sha-256=:B64:`` (RFC 9530, byte sequences), ``Digest:
+    SHA-256=B64`` (RFC 3230; hex accepted too), ``Content-MD5: B64`` and
+    Google Cloud Storage's ``x-goog-hash: crc32c=B64, md5=B64``. Among equally
+    strong digests the earlier header in that list wins; unknown algorithms
+    and malformed values are ignored.
     """
-    for member in headers.get("repr-digest", "").split(","):
-        key, _, value = member.partition("=")
-        value = value.split(";")[0].strip()
-        if key.strip().lower() == "sha-256" and len(value) >= 2 and value[0] == ":" == value[-1]:
-            digest = _digest_value(value[1:-1])
-            if digest:
-                return digest
-    for member in headers.get("digest", "").split(","):
-        key, _, value = member.partition("=")
-        if key.strip().lower() == "sha-256":
-            digest = _digest_value(value)
-            if digest:
-                return digest
-    return None
+    found: list[Checksum] = []
+
+    def take(algo_name: str, value: str, source: str, hex_allowed: bool) -> None:
+        algo = checksums.canonical(algo_name)
+        if algo is not None:
+            digest = _digest_hex(value, algo, hex_allowed)
+            if digest is not None:
+                found.append(Checksum(algo, digest, source))
+
+    for key, value in _members(headers.get("repr-digest", "")):
+        if len(value) >= 2 and value[0] == ":" == value[-1]:
+            take(key, value[1:-1], "Repr-Digest header", False)
+    for key, value in _members(headers.get("digest", "")):
+        take(key, value, "Digest header", True)
+    if "content-md5" in headers:
+        take("md5", headers["content-md5"], "Content-MD5 header", False)
+    for key, value in _members(headers.get("x-goog-hash", "")):
+        take(key, value, "x-goog-hash header", False)
+    return checksums.strongest(*found)

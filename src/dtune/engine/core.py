@@ -87,6 +87,14 @@ EventSink = Callable[[dict], None]
 Connector = Callable[..., Awaitable[Connection]]  # (origin, *, timeout) -> a connected Connection
 
 
+def _verified_by(f: FileState) -> dict:
+    """What a ``file_done`` event says verified the file: ``"checksum": "sha256 (SHA256SUMS)"`` (None:
+    its size alone), and ``sha256_verified``, the key older readers of the events know."""
+    c = f.checksum
+    return {"checksum": c.label() if c is not None else None,
+            "sha256_verified": c is not None and c.algo == "sha256"}
+
+
 class Engine:
     """Fetch ``files`` into their ``final_paths`` with per-partition ``Params``, live-tunable.
 
@@ -209,7 +217,8 @@ class Engine:
             error = f.error if status == "failed" else None
             if status == "failed" and error is None:
                 error = f"{f.relpath}: transfer did not finish"
-            result.files.append(FileResult(f.relpath, status, f.size, error))
+            checksum = f.checksum.label() if f.checksum is not None and status != "failed" else None
+            result.files.append(FileResult(f.relpath, status, f.size, error, checksum))
         return result
 
     # ---- setup / teardown ------------------------------------------------------
@@ -231,7 +240,7 @@ class Engine:
                 acct.bytes_resumed += f.size or 0
                 totals[2] += 1
                 totals[3] += f.size or 0
-                self._emit("file_done", file=f.relpath, size=f.size, skipped=True)
+                self._emit("file_done", file=f.relpath, size=f.size, skipped=True, **_verified_by(f))
                 continue
             if state == "resume":
                 acct.bytes_resumed += f.resumed
@@ -683,7 +692,7 @@ class Engine:
         f.status = "done"
         self.acct.files_done += 1
         self.acct.partition_totals[f.partition][2] += 1
-        self._emit("file_done", file=f.relpath, size=f.size, sha256_verified=bool(f.sha256))
+        self._emit("file_done", file=f.relpath, size=f.size, **_verified_by(f))
         self._file_finished()
 
     def _detach(self, f: FileState) -> None:

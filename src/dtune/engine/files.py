@@ -4,7 +4,7 @@ Life of a file (``FileState.status``)::
 
     queued ──▶ active ──▶ verifying ──▶ done
        ▲          │            │
-       └─ backoff ┘            └──▶ failed (size / sha-256 mismatch)
+       └─ backoff ┘            └──▶ failed (size / checksum mismatch)
     (a resumable final file found at start: skipped)
     (a final file in place whose conditional GET is answered 304: skipped)
 
@@ -24,11 +24,12 @@ import os
 from email.utils import formatdate
 from pathlib import Path
 
+from dtune import checksums
 from dtune.dataset import FileSpec
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
 from dtune.engine.ranges import RangeSet
 from dtune.errors import DtuneError, HTTPError
-from dtune.fileio import disk_error, open_nofollow, sha256_fd, sha256_file, start_writeback, syncfs
+from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.validators import Validators, http_time
 
@@ -88,7 +89,7 @@ class FileState:
         self.replicas = [Replica(u) for u in (spec.url, *spec.mirrors)]  # index = replica number
         self.refused: set[int] = set()      # mirrors that serve another size of this file
         self.size = spec.size
-        self.sha256 = spec.sha256.lower() if spec.sha256 else None
+        self.checksum = spec.checksum       # what verifies the bytes beyond their size (None: size only)
         self.final_path = str(final_path)
         self.part_path = self.final_path + PART_SUFFIX
         self.journal_path = self.final_path + JOURNAL_SUFFIX
@@ -212,18 +213,19 @@ class FileState:
             try:
                 st = os.stat(self.final_path)
                 decision = on_disk(st.st_size, st.st_mtime, size=self.size, mtime=self.spec.mtime,
-                                   sha256_known=bool(self.sha256), update=update)
-                if decision == "skip" or (decision == "hash" and sha256_file(self.final_path) == self.sha256):
+                                   sha256_known=self.checksum is not None, update=update)
+                if decision == "skip" or (decision == "hash" and self.checksum is not None and
+                                          digest_file(self.final_path, self.checksum.algo) == self.checksum.hex):
                     if self.size is None:
                         self.size = st.st_size
                     return "skip"
                 if decision == "ask":
                     self.if_modified_since = formatdate(st.st_mtime, usegmt=True)
                     self.local_size = st.st_size
-            except OSError:
+            except (OSError, ImportError):  # (ImportError: crc32c missing; verify says so after the fetch)
                 pass
         state = read_journal(self.journal_path)
-        if state and header_matches(state.header, url=self.url, size=self.size, sha256=self.sha256):
+        if state and header_matches(state.header, url=self.url, size=self.size, checksum=self.checksum):
             try:
                 part_size = os.path.getsize(self.part_path)
             except OSError:
@@ -267,7 +269,8 @@ class FileState:
                         raise
                     # file systems without fallocate (e.g. some FUSE): grow as we write
             if self.size is not None and self.size > 0 and self.journaled:
-                header = {"url": self.url, "size": self.size, "sha256": self.sha256,
+                header = {"url": self.url, "size": self.size,
+                          "checksum": checksums.text(self.checksum) if self.checksum else None,
                           **(self.validators or Validators()).to_header()}
                 self.journal = Journal(self.journal_path, header, fresh=fresh)
         except OSError as exc:
@@ -312,10 +315,11 @@ class FileState:
             self.fd = -1
 
     def verify(self) -> str | None:
-        """Check the part file's size (and SHA-256 when known). Blocking.
+        """Check the part file's size, and its checksum when one was published. Blocking.
 
         Returns None when the bytes are right, else the reason (the part file
-        and journal are then removed: their bytes are wrong).
+        and journal are then removed: their bytes are wrong; but not when the
+        checksum could not be computed here, which says nothing of the bytes).
         """
         try:
             if self.fd < 0:
@@ -329,14 +333,24 @@ class FileState:
                 actual = self.size
             if self.size is not None and actual != self.size:
                 return self._reject(f"size mismatch: expected {self.size} bytes, have {actual}")
-            if self.sha256:
-                got = sha256_fd(self.fd)
-                if got != self.sha256:
-                    return self._reject(f"sha-256 mismatch: expected {self.sha256}, got {got}")
+            if self.checksum is not None:
+                return self._check_digest(self.checksum)
             return None
         except OSError as exc:
             self.close_files()
             return str(disk_error(self.part_path, exc))
+
+    def _check_digest(self, want: checksums.Checksum) -> str | None:
+        name = checksums.spelled(want.algo)
+        try:
+            got = digest_fd(self.fd, want.algo)
+        except ImportError:
+            self.close_files()
+            return (f"{name} checksum from {want.source} cannot be checked: {checksums.MISSING_CRC32C}; "
+                    f"the bytes stay in {os.path.basename(self.part_path)}")
+        if got != want.hex:
+            return self._reject(f"{name} mismatch: expected {want.hex} (from {want.source}), got {got}")
+        return None
 
     def finish(self) -> str | None:
         """Atomically rename the verified, durable part file into place. Blocking."""

@@ -3,7 +3,7 @@
 Next to ``NAME.dtune-part`` (the data, written with ``os.pwrite``) lives
 ``NAME.dtune-journal``:
 
-    dtune-journal 1 {"url": ..., "size": ..., "sha256": ..., "etag": ...}\\n
+    dtune-journal 1 {"url": ..., "size": ..., "checksum": "sha256:…", "etag": ...}\\n
     R <start> <end>\\n
     R <start> <end>\\n
     ...
@@ -12,8 +12,10 @@ A line is appended only after the bytes it names were written to the part
 file, so after a crash (SIGKILL, exception) the journal never claims bytes
 that are not there; at worst it lacks the last ones, which are fetched
 again. A torn last line (no newline) is ignored. The header identifies the
-file (URL, size, validator); if the size or validator no longer matches, the journal and part
-file are discarded and the file starts over.
+file (URL, size, published checksum as ``ALGO:HEX``, validator); if the size, checksum or
+validator no longer matches, the journal and part file are discarded and the file starts over.
+Journals of older dtune versions carry ``"sha256": HEX`` instead of ``checksum``; they are read
+the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from dtune.checksums import Checksum
 from dtune.engine.ranges import RangeSet
 from dtune.fileio import open_nofollow
 
@@ -64,11 +67,29 @@ def parse_journal(data: bytes) -> JournalState | None:
     return JournalState(header, done)
 
 
-def header_matches(header: dict, *, url: str, size: int | None, sha256: str | None) -> bool:
-    """Can a journal written with ``header`` be trusted for this file now?"""
+def recorded_checksum(header: dict) -> tuple[str, str] | None:
+    """``(algo, hex)`` a journal header recorded: ``"checksum": "ALGO:HEX"``, or an older dtune's
+    ``"sha256": HEX``; None when it recorded none (or something unreadable)."""
+    text = header.get("checksum")
+    if isinstance(text, str):
+        algo, _, digest = text.partition(":")
+        return algo, digest.lower()
+    old = header.get("sha256")
+    return ("sha256", old.lower()) if isinstance(old, str) else None
+
+
+def header_matches(header: dict, *, url: str, size: int | None, checksum: Checksum | None) -> bool:
+    """Can a journal written with ``header`` be trusted for this file now?
+
+    A checksum of the same algorithm with another digest means other content
+    was announced; one of another algorithm cannot be compared (the final
+    verification still checks the bytes).
+    """
     if size is not None and header.get("size") not in (None, size):
         return False
-    if sha256 and header.get("sha256") and header["sha256"] != sha256:
+    recorded = recorded_checksum(header)
+    if checksum is not None and recorded is not None and recorded[0] == checksum.algo \
+            and recorded[1] != checksum.hex:
         return False
     return header.get("size") is not None  # without a size the journal says nothing safe
 

@@ -13,6 +13,7 @@ class FileResult:
     status: str           # done | skipped | failed; a dry run's: fetch | skip | resume | check
     size: int | None
     error: str | None = None
+    checksum: str | None = None  # what verified a done/skipped file ("sha256 (SHA256SUMS)"); None: size only
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ import json
 import pytest
 from support.paths import sample
 
+from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.discovery import FetchResult, discover
 from dtune.errors import DiscoveryError, HTTPError
@@ -141,7 +142,8 @@ def test_manifest_gives_the_whole_tree_in_one_request_and_quotes_paths() -> None
                         {"path": "./b//c.bin", "size": 4}, {"path": "ü.nc"}])
     ds = run(["http://h/data/"], web)
     assert ds.files == [
-        FileSpec(url="http://h/data/sub/a%20%231%3F.bin", relpath="sub/a #1?.bin", size=3, sha256=sha, mtime=1.5),
+        FileSpec(url="http://h/data/sub/a%20%231%3F.bin", relpath="sub/a #1?.bin", size=3,
+                 checksum=Checksum("sha256", sha, "dtune manifest"), mtime=1.5),
         FileSpec(url="http://h/data/b/c.bin", relpath="b/c.bin", size=4),
         FileSpec(url="http://h/data/%C3%BC.nc", relpath="ü.nc"),
     ]
@@ -362,10 +364,14 @@ def test_directory_file_clash_refuses_the_file() -> None:
 DIGEST = hashlib.sha256(b"payload").digest()
 
 
-@pytest.mark.parametrize(("status", "headers", "size", "sha256", "warnings"), [
+@pytest.mark.parametrize(("status", "headers", "size", "checksum", "warnings"), [
     (200, {"content-length": "7", "repr-digest": f"sha-256=:{base64.b64encode(DIGEST).decode()}:"},
-     7, DIGEST.hex(), []),
-    (200, {"Content-Length": "7", "Digest": f"SHA-256={base64.b64encode(DIGEST).decode()}"}, 7, DIGEST.hex(), []),
+     7, Checksum("sha256", DIGEST.hex(), "Repr-Digest header"), []),
+    (200, {"Content-Length": "7", "Digest": f"SHA-256={base64.b64encode(DIGEST).decode()}"}, 7,
+     Checksum("sha256", DIGEST.hex(), "Digest header"), []),
+    (200, {"Content-Length": "7", "Content-MD5": base64.b64encode(hashlib.md5(b"payload").digest()).decode()}, 7,
+     Checksum("md5", hashlib.md5(b"payload").hexdigest(), "Content-MD5 header"), []),
+    (206, {"content-length": "7", "digest": f"sha-256={base64.b64encode(DIGEST).decode()}"}, None, None, []),
     (200, {"content-length": "nope"}, None, None, []),
     (200, {}, None, None, []),
     (206, {"content-length": "7"}, None, None, []),
@@ -373,11 +379,11 @@ DIGEST = hashlib.sha256(b"payload").digest()
     (501, {}, None, None, []),
     (403, {"content-length": "9"}, None, None, ["HEAD http://h/d/a%20b.bin answered HTTP 403; will try GET anyway"]),
 ])
-def test_single_file_head(status, headers, size, sha256, warnings) -> None:
+def test_single_file_head(status, headers, size, checksum, warnings) -> None:
     web = FakeWeb()
     web.add("http://h/d/a%20b.bin", headers=headers, status=status)
     ds = run(["http://h/d/a b.bin"], web)
-    assert ds.files == [FileSpec(url="http://h/d/a%20b.bin", relpath="a b.bin", size=size, sha256=sha256)]
+    assert ds.files == [FileSpec(url="http://h/d/a%20b.bin", relpath="a b.bin", size=size, checksum=checksum)]
     assert ds.warnings == warnings
     assert web.calls[0][0] == "HEAD"
 
@@ -445,7 +451,8 @@ def test_url_list_file(tmp_path) -> None:
     assert list(files) == ["run 1/x.nc", "y z.nc", "plain.bin"]
     assert files["run 1/x.nc"].url == "http://a.example/data/x.nc"
     assert files["run 1/x.nc"].mirrors == ["http://b.example/mirror/x.nc", "http://m/all/run%201/x.nc"]
-    assert files["run 1/x.nc"].sha256 == "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+    assert files["run 1/x.nc"].checksum == Checksum(
+        "sha256", "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881", "url list")
     assert f"refusing '../escape.bin' from {path}: '..' component" in ds.warnings
     assert f"{path}: line 7: ignoring unsupported option 'dir'" in ds.warnings
     assert web.calls == []  # a list is trusted for URLs; nothing is fetched while discovering

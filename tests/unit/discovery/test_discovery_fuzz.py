@@ -10,6 +10,7 @@ import os.path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dtune.checksums import Checksum
 from dtune.discovery.autoindex import parse_html_index, parse_nginx_json
 from dtune.discovery.entries import Listing
 from dtune.discovery.manifest import parse_manifest
@@ -40,7 +41,7 @@ def entries_or_discovery_error(parser: str, body: bytes) -> None:
     for entry in listing.entries:
         assert isinstance(entry.name, str)
         assert entry.size is None or (isinstance(entry.size, int) and entry.size >= 0)
-        assert entry.sha256 is None or len(entry.sha256) == 64
+        assert entry.checksum is None or isinstance(entry.checksum, Checksum)
         for url in entry.urls:
             assert url.startswith(("http://", "https://")) and url.isascii() and " " not in url
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry
 from dtune.discovery.manifest import is_manifest, parse_manifest
 from dtune.errors import DiscoveryError
@@ -26,7 +27,7 @@ def test_manifest_entries_keep_paths_sizes_mtimes_and_checksums() -> None:
     ])
     listing = parse_manifest(body, SRC)
     assert listing.entries == [
-        Entry(name="sub/a.bin", size=123, mtime=1700000000.5, sha256=SHA),
+        Entry(name="sub/a.bin", size=123, mtime=1700000000.5, checksum=Checksum("sha256", SHA, "dtune manifest")),
         Entry(name="b c#?.bin", size=0),
         Entry(name="ünï/d.nc"),
     ]

@@ -1,10 +1,11 @@
-"""Metalink 4 (RFC 5854): sizes, sha-256, URLs by priority; DTDs and entities refused."""
+"""Metalink 4 (RFC 5854): sizes, hashes (the strongest wins), URLs by priority; DTDs and entities refused."""
 
 from __future__ import annotations
 
 import pytest
 from support.paths import assert_sample_parses
 
+from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry
 from dtune.discovery.metalink import looks_like_metalink, parse_metalink
 from dtune.errors import DiscoveryError
@@ -19,7 +20,7 @@ def doc(files: str) -> bytes:
 
 def test_sample_metalink_orders_urls_by_priority_and_skips_what_it_cannot_use() -> None:
     assert_sample_parses(parse_metalink, "sample.meta4", [
-        Entry(name="run1/temperature.nc", size=14471447, sha256=SHA, urls=(
+        Entry(name="run1/temperature.nc", size=14471447, checksum=Checksum("sha256", SHA, "metalink"), urls=(
             "http://mirror.example.fr/data/run1/temperature.nc",  # priority 1
             "http://mirror.example.de/data/run1/temperature.nc",  # priority 2
             "https://archive.example.org/slow/run1/temperature%20K.nc",  # no priority: last
@@ -39,10 +40,13 @@ def test_equal_priorities_keep_document_order_and_duplicates_collapse() -> None:
     assert parse_metalink(body, "m").entries[0].urls == ("http://z/a", "http://x/a", "http://y/a")
 
 
-def test_hash_type_is_case_insensitive_and_other_hashes_are_ignored() -> None:
-    body = doc(f'<file name="a"><hash type="SHA-256">{SHA.upper()}</hash><hash type="sha-1">abc</hash>'
-               '<url>http://x/a</url></file>')
-    assert parse_metalink(body, "m").entries[0].sha256 == SHA
+def test_hash_type_is_case_insensitive_and_the_strongest_known_hash_wins() -> None:
+    sha1 = "aa" * 20
+    body = doc(f'<file name="a"><hash type="sha-1">{sha1}</hash><hash type="SHA-256">{SHA.upper()}</hash>'
+               '<hash type="whirlpool">zz</hash><url>http://x/a</url></file>')
+    listing = parse_metalink(body, "m")
+    assert listing.entries[0].checksum == Checksum("sha256", SHA, "metalink")
+    assert listing.warnings == []  # an unknown type beside a known one is not worth a word
 
 
 def test_elements_of_other_namespaces_are_ignored() -> None:
@@ -79,7 +83,9 @@ UTF16_BOMB = BILLION_LAUGHS.replace(b'<?xml version="1.0"?>', b'<?xml version="1
     pytest.param(b"<metalink", "not well-formed XML", id="truncated"),
     pytest.param(doc('<file name="&undefined;"/>'), "not well-formed XML", id="undefined-entity"),
     pytest.param(b'<?xml version="1.0" encoding="no-such"?><a/>', "unknown encoding", id="bad-encoding"),
-    pytest.param(b'<metalink xmlns="http://www.metalinker.org/"/>', "Metalink 3 is not supported", id="v3"),
+    pytest.param(b'<metalink xmlns="http://www.metalinker.org/"><files><file name="a"><resources>'
+                 b'<url preference="best">http://x/a</url></resources></file></files></metalink>',
+                 "url preference 'best' is not a number", id="v3-preference"),
     pytest.param(b"<metalink/>", "root element is 'metalink'", id="no-namespace"),
     pytest.param(b"<rss/>", "root element is 'rss'", id="not-metalink"),
     pytest.param(doc("<file><url>http://x/a</url></file>"), "<file> number 1 has no name", id="no-name"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from support.paths import assert_sample_parses
 
+from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry
 from dtune.discovery.urllist import parse_url_list
 from dtune.errors import DiscoveryError
@@ -14,20 +15,20 @@ SHA_X = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sh
 
 def test_sample_url_list() -> None:
     assert_sample_parses(parse_url_list, "urls.txt", [
-        Entry(name="run 1/x.nc", sha256=SHA_X,
+        Entry(name="run 1/x.nc", checksum=Checksum("sha256", SHA_X, "url list"),
               urls=("http://a.example/data/x.nc", "http://b.example/mirror/x.nc")),
         Entry(name="y z.nc", urls=("http://a.example/data/y%20z.nc",)),
-        Entry(name="plain.bin", urls=("http://a.example/data/plain.bin",)),
+        Entry(name="plain.bin", checksum=Checksum("md5", "d41d8cd98f00b204e9800998ecf8427e", "url list"),
+              urls=("http://a.example/data/plain.bin",)),
         Entry(name="../escape.bin", urls=("http://a.example/get?id=5",)),  # raw: discover refuses it
     ], [
         "urls.txt: line 7: ignoring unsupported option 'dir'",
         "urls.txt: line 8: ignoring unsupported option 'max-connection-per-server'",
-        "urls.txt: line 11: ignoring checksum of type 'md5' (only sha-256 is checked)",
     ])
 
 
 CASES = [
-    # (text, entries as (name, urls, sha256))
+    # (text, entries as (name, urls, sha256 hex))
     ("", []),
     ("\n\n# only comments\n   \n", []),
     ("http://h/a", [("a", ("http://h/a",), None)]),
@@ -48,7 +49,8 @@ CASES = [
 @pytest.mark.parametrize(("text", "expected"), CASES)
 def test_url_list_cases(text: str, expected: list) -> None:
     entries = parse_url_list(text.encode(), "list.txt").entries
-    assert [(e.name, e.urls, e.sha256) for e in entries] == expected
+    assert [(e.name, e.urls, e.checksum and e.checksum.hex) for e in entries] == expected
+    assert all(e.checksum is None or e.checksum.algo == "sha256" for e in entries)
 
 
 @pytest.mark.parametrize(("body", "reason"), [

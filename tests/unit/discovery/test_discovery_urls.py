@@ -9,6 +9,7 @@ import pytest
 from support.urls import assert_whole_name_in_path
 
 from dtune.discovery.urls import (
+    checksum_from_headers,
     is_http_url,
     join_url,
     last_segment,
@@ -16,7 +17,6 @@ from dtune.discovery.urls import (
     quote_relpath,
     relative_segments,
     requote_url,
-    sha256_from_headers,
 )
 
 NAMES = ["a b.txt", "100%.dat", "hash#tag.txt", "what?.txt", "this&that.txt", "ünïcødé.dat",
@@ -130,4 +130,5 @@ DIGESTS = [
 
 @pytest.mark.parametrize(("headers", "expected"), DIGESTS)
 def test_sha256_from_headers(headers: dict[str, str], expected: str | None) -> None:
-    assert sha256_from_headers(headers) == expected
+    found = checksum_from_headers(headers)
+    assert (found and (found.algo, found.hex)) == (expected and ("sha256", expected))

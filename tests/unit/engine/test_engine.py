@@ -33,6 +33,7 @@ from support.engine import (
 )
 from support.fakeserver import FakeServer, Rule
 
+from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, core
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
@@ -500,13 +501,16 @@ def test_checksum_mismatch_fails_the_file_and_removes_part_and_journal(
     server.rules["/sum.bin"] = Rule(corrupt_at=400 * KIB)          # one flipped byte
     digest = hashlib.sha256(data).hexdigest()
     good = hashlib.sha256(server.files["/good.bin"]).hexdigest()
-    run = fetch(server, tmp_path, [spec(server, "/sum.bin", sha256=digest),
-                                   spec(server, "/good.bin", sha256=good)], Params(2, 2, 2))
+    run = fetch(server, tmp_path, [spec(server, "/sum.bin", checksum=Checksum("sha256", digest, "SHA256SUMS")),
+                                   spec(server, "/good.bin", checksum=Checksum("sha256", good, "SHA256SUMS"))],
+                Params(2, 2, 2))
     assert run.status("sum.bin") == "failed" and run.status("good.bin") == "done"
     assert "sha-256 mismatch" in run.error("sum.bin") and digest in run.error("sum.bin")
+    assert "(from SHA256SUMS)" in run.error("sum.bin")
     assert not (run.out / "sum.bin").exists()
     assert run.leftovers() == []
-    assert [e["sha256_verified"] for e in run.events if e["event"] == "file_done"] == [True]
+    done = [e for e in run.events if e["event"] == "file_done"]
+    assert [(e["sha256_verified"], e["checksum"]) for e in done] == [(True, "sha256 (SHA256SUMS)")]
 
 
 # -- connections that end early, old framing ---------------------------------------------------------

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from dtune.checksums import Checksum
 from dtune.engine.journal import MAGIC, Journal, header_matches, parse_journal, read_journal
 
 HEADER = {"url": "http://h/f", "size": 1000, "sha256": None, "etag": '"abc"'}
@@ -70,9 +71,23 @@ SHA = "ab" * 32
     ({"size": 1000, "sha256": SHA}, 1000, "cd" * 32, False),   # different content announced
     ({"size": 1000, "sha256": None}, 1000, SHA, True),    # digest learnt only now
     ({"size": 1000, "sha256": SHA}, 1000, None, True),    # digest no longer announced
+    ({"size": 1000, "checksum": f"sha256:{SHA}"}, 1000, SHA, True),   # this dtune's header
+    ({"size": 1000, "checksum": f"sha256:{SHA}"}, 1000, "cd" * 32, False),
+    ({"size": 1000, "checksum": None}, 1000, SHA, True),
 ])
 def test_header_matches_only_when_size_and_digest_agree(header, size, sha256, trusted) -> None:
-    assert header_matches(header, url="http://h/f", size=size, sha256=sha256) is trusted
+    """Journals of older dtune versions (``"sha256": HEX``) and this one's (``"checksum": "sha256:HEX"``)."""
+    checksum = Checksum("sha256", sha256, "test") if sha256 else None
+    assert header_matches(header, url="http://h/f", size=size, checksum=checksum) is trusted
+
+
+@pytest.mark.parametrize(("recorded", "now", "trusted"), [
+    ("md5:" + "11" * 16, Checksum("md5", "11" * 16, "x"), True),
+    ("md5:" + "11" * 16, Checksum("md5", "22" * 16, "x"), False),     # other content announced
+    ("md5:" + "11" * 16, Checksum("sha512", "33" * 64, "x"), True),   # cannot compare: the bytes decide
+])
+def test_header_matches_compares_digests_of_one_algorithm_only(recorded, now, trusted) -> None:
+    assert header_matches({"size": 5, "checksum": recorded}, url="u", size=5, checksum=now) is trusted
 
 
 # -- Journal on disk ---------------------------------------------------------------------------------
