@@ -41,8 +41,8 @@ _CLI_ONLY = {"json": "dtune.get() prints nothing: its events go to progress=",
 @dataclass(frozen=True, slots=True)
 class FileReport:
     """One file of a transfer. ``path``: where it is on disk (None when it failed);
-    ``checksum``: what verified it beyond its size ("sha256", or the label the engine
-    reports), None when nothing more than the size was checked or it was already complete."""
+    ``checksum``: what verified it beyond its size, as the ``file_done`` event says
+    ("sha256 (SHA256SUMS)"), None when only the size was checked or it was already complete."""
 
     relpath: str
     status: str            # done | skipped (complete from an earlier run) | failed
@@ -213,7 +213,7 @@ class _Events:
 
     def event(self, event: dict) -> None:
         if event.get("event") == "file_done" and not event.get("skipped"):
-            checksum = event.get("checksum") or ("sha256" if event.get("sha256_verified") else None)
+            checksum = event.get("checksum")  # "sha256 (SHA256SUMS)", or None: the size only
             if checksum:
                 self.checksums[str(event.get("file"))] = str(checksum)
         if self._progress is None or self._error is not None:

@@ -160,7 +160,7 @@ def test_get_a_tree_verifies_every_file_and_records_it_in_the_history(served: st
     assert result.ok and result.exit_status == 0 and result.raise_for_status() is result
     assert read_tree(tmp_path / "out") == CLIMATE
     assert {f.relpath: (f.status, f.size, f.path, f.checksum) for f in result.files} == {
-        rel: ("done", len(data), tmp_path / "out" / rel, "sha256") for rel, data in CLIMATE.items()}
+        rel: ("done", len(data), tmp_path / "out" / rel, "sha256 (dtune manifest)") for rel, data in CLIMATE.items()}
     assert result.summary["event"] == "summary" and result.summary["files_verified"] == len(CLIMATE)
     assert result.summary["bytes"] == sum(map(len, CLIMATE.values())) and result.summary["failed"] == []
     assert history_sources() == [url]

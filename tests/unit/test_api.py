@@ -62,12 +62,12 @@ def test_result_ok_exit_status_and_raise_for_status_listing_the_failed_files() -
 def test_what_verified_a_file_comes_from_its_file_done_event() -> None:
     seen: list[dict] = []
     events = _Events(seen.append, lambda snap: {"event": "progress"})
-    for event in ({"event": "file_done", "file": "a", "size": 1, "sha256_verified": True},
-                  {"event": "file_done", "file": "b", "size": 1, "sha256_verified": False},
+    for event in ({"event": "file_done", "file": "a", "size": 1, "checksum": "sha256 (dtune manifest)"},
+                  {"event": "file_done", "file": "b", "size": 1, "checksum": None},
                   {"event": "file_done", "file": "c", "size": 1, "checksum": "md5 (SHA256SUMS)"},
                   {"event": "file_done", "file": "d", "size": 1, "skipped": True}):
         events.event(event)
-    assert events.checksums == {"a": "sha256", "c": "md5 (SHA256SUMS)"}
+    assert events.checksums == {"a": "sha256 (dtune manifest)", "c": "md5 (SHA256SUMS)"}
     assert [e["file"] for e in seen] == ["a", "b", "c", "d"]
 
 
@@ -80,8 +80,8 @@ def test_a_callback_that_raises_is_not_called_again_and_its_error_is_kept() -> N
 
     events = _Events(broken, lambda snap: {"event": "progress"})
     events.event({"event": "start"})
-    events.event({"event": "file_done", "file": "a", "sha256_verified": True})
-    assert len(calls) == 1 and events.checksums == {"a": "sha256"}   # still recorded
+    events.event({"event": "file_done", "file": "a", "checksum": "md5 (Metalink)"})
+    assert len(calls) == 1 and events.checksums == {"a": "md5 (Metalink)"}   # still recorded
     with pytest.raises(KeyError):
         events.raise_error()
 

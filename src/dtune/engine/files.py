@@ -349,7 +349,9 @@ class FileState:
             return (f"{name} checksum from {want.source} cannot be checked: {checksums.MISSING_CRC32C}; "
                     f"the bytes stay in {os.path.basename(self.part_path)}")
         if got != want.hex:
-            return self._reject(f"{name} mismatch: expected {want.hex} (from {want.source}), got {got}")
+            hint = ("; an S3 ETag is the MD5 of the bytes only for a single-part object stored without "
+                    "SSE-KMS or SSE-C, which a listing does not say") if want.source == "S3 ETag" else ""
+            return self._reject(f"{name} mismatch: expected {want.hex} (from {want.source}), got {got}{hint}")
         return None
 
     def finish(self) -> str | None:

@@ -15,6 +15,7 @@ from support.engine import FAST, KIB, ONE, assert_exact, blob, fetch, spec
 from support.fakeserver import FakeServer
 from support.fakeserver.core import MTIME
 
+from dtune.checksums import Checksum
 from dtune.engine.files import on_disk
 from dtune.engine.outcomes import Requeue, SkipFile, after_not_modified
 from dtune.http.memory import MemoryNetwork
@@ -84,10 +85,10 @@ def test_a_present_file_of_the_wrong_size_is_fetched_again_not_kept(server, tmp_
 def test_a_present_file_of_the_right_size_but_another_sha256_is_fetched_again(server, tmp_path) -> None:
     server.files["/a.bin"] = data = blob(5 * KIB)
     _place(tmp_path, "a.bin", bytes(len(data)))
-    run = fetch(server, tmp_path, [spec(server, "/a.bin", sha256=hashlib.sha256(data).hexdigest())])
+    run = fetch(server, tmp_path, [spec(server, "/a.bin", checksum=Checksum("sha256", hashlib.sha256(data).hexdigest(), "test"))])
     assert run.status("a.bin") == "done"
     assert_exact(run, server, "/a.bin")
-    again = fetch(server, tmp_path, [spec(server, "/a.bin", sha256=hashlib.sha256(data).hexdigest())])
+    again = fetch(server, tmp_path, [spec(server, "/a.bin", checksum=Checksum("sha256", hashlib.sha256(data).hexdigest(), "test"))])
     assert again.status("a.bin") == "skipped" and len(server.gets("/a.bin")) == 1
 
 
