@@ -53,14 +53,15 @@ async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: 
                        rtt: float | None = None, seen_rtt: float | None = None,
                        mirrors: list[str] | None = None,
                        early: Mapping[str, Awaitable[float | None]] | None = None,
-                       access: Access = DIRECT) -> NetworkFacts:
+                       access: Access = DIRECT, samples: int = RTT_SAMPLES) -> NetworkFacts:
     """Fill in what the user did not give.
 
     ``seen_rtt`` is a connect time already measured to ``url``'s origin (the
     discovery's): one round trip, so no other connection is opened for it.
     With ``mirrors`` (other URLs of the same file) the RTT of every replica is
     measured too, or taken from ``early`` (origin → the measurement started
-    while discovery ran: at +500 ms that saves a second). The bandwidth is never probed — a probe moves bytes only to
+    while discovery ran: at +500 ms that saves a second), each from ``samples`` connects at once
+    (no more than ``--max-connections-per-host``). The bandwidth is never probed — a probe moves bytes only to
     throw them away: unless given, it is assumed for the first plan, and the
     transfer's own goodput revises what it drives (the online search, MDTP's
     probe ranges).
@@ -73,7 +74,7 @@ async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: 
             if i == 0 and seen_rtt is not None:
                 return seen_rtt
             pending = (early or {}).get(str(split_url(u)[0]))
-            return await pending if pending is not None else await measure_rtt(u, access=access)
+            return await pending if pending is not None else await measure_rtt(u, samples, access=access)
         measured = await asyncio.gather(*(replica(i, u) for i, u in enumerate(replica_urls)))
         replica_rtt = [m if m is not None else ASSUMED_RTT for m in measured]
         if rtt is None:
@@ -86,7 +87,7 @@ async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: 
         rtt = seen_rtt
         how["rtt"] = "measured"
     if rtt is None:
-        rtt = await measure_rtt(url, access=access)
+        rtt = await measure_rtt(url, samples, access=access)
         how["rtt"] = "measured" if rtt is not None else "assumed"
         rtt = rtt if rtt is not None else ASSUMED_RTT
     else:

@@ -34,7 +34,7 @@ from dtune.http.client import Fetcher
 from dtune.http.message import split_url
 from dtune.http.redact import redact_url
 from dtune.netfacts import NetworkFacts
-from dtune.netprobe import gather_facts, measure_rtt
+from dtune.netprobe import RTT_SAMPLES, gather_facts, measure_rtt
 from dtune.params import Params
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
 from dtune.tuners.online import DEFAULT_CAP, OnlineTuner, constants_for
@@ -118,6 +118,9 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
                       sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
                       model=plan.model)
     search = online_default(plan.tuner) if plan.online is None else plan.online
+    limited = search and plan.options.limit_rate > 0
+    if limited:  # the limit is the bottleneck: the goodput says nothing about the connections
+        search = False
     tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed(),
                         constants=constants_for(plan.sla),
                         min_rate=(plan.min_throughput_mbps or 0.0) * 1e6 / 8)
@@ -129,13 +132,32 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
         seen = (connect_times or {}).get(split_url(largest.url)[0])
         facts = await gather_facts(largest.url, bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer,
                                    rtt=plan.rtt, seen_rtt=statistics.median(seen) if seen else None,
-                                   mirrors=largest.mirrors, early=early, access=plan.access)
+                                   mirrors=largest.mirrors, early=early, access=plan.access,
+                                   samples=rtt_samples(plan))
     tplan = tuner.plan(sizes, facts)
+    if limited:
+        tplan.notes.append(f"online search off: --limit-rate {plan.options.limit_rate} B/s is the "
+                           f"bottleneck, the tuner's θ is kept")
     emit({"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(),
           "facts": facts.as_dict() if tuner.needs_facts else None,
           "params": {n: p.as_dict() for n, p in tplan.params.items()},
           "fixed": plan.fixed().as_dict(), "reason": tplan.notes})
     return tuner, tplan, (facts if tuner.needs_facts else None)
+
+
+def rtt_samples(plan: TransferPlan) -> int:
+    """Connects the RTT probe opens at once to one origin: within ``--max-connections-per-host``."""
+    return max(1, min(RTT_SAMPLES, plan.max_per_host))
+
+
+def per_origin_gate(plan: TransferPlan, replicas: int) -> int:
+    """The most connections the engine opens to one origin: ``--max-connections-per-host``, or more
+    when the user's own ``--cc`` and ``-p`` ask for more (fixed values are kept; a fixed p is
+    spread over the replicas, each an origin of its own)."""
+    if plan.cc is None and plan.p is None:
+        return plan.max_per_host
+    fixed = (plan.cc or 1) * -(-(plan.p or 1) // max(1, replicas))
+    return max(plan.max_per_host, fixed)
 
 
 class KernelKnobs:
@@ -288,7 +310,7 @@ def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
         except DtuneError:
             continue
         if origin not in tasks:
-            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror, access=plan.access))
+            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror, rtt_samples(plan), access=plan.access))
     return tasks
 
 
@@ -361,11 +383,18 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         for task in early.values():
             task.cancel()
     knobs = KernelKnobs(emit)
+    gate = per_origin_gate(plan, max(1 + len(s.mirrors) for s in specs))
+    if gate > plan.max_per_host:
+        given = " and ".join(f"{flag} {value}" for flag, value in (("--cc", plan.cc), ("-p", plan.p))
+                             if value is not None)
+        verb = "ask" if plan.cc is not None and plan.p is not None else "asks"
+        emit({"event": "warning", "reason": f"{given} {verb} for {gate} connections to one origin, more than "
+                                             f"--max-connections-per-host {plan.max_per_host}: kept as given"})
     meter = None
     if plan.energy:
         meter = await _start_meter(plan, emit)
     try:
-        options = plan.options
+        options = dataclasses.replace(plan.options, max_per_origin=gate)
         if tuner.searching:  # each step judged in round trips: shed at once
             options = dataclasses.replace(options, retire_cut=True)
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=on_event,

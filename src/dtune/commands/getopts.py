@@ -167,6 +167,11 @@ OPTIONS: list[Option] = [
            "kept without comparing content (unless a SHA-256 is published); one whose size is not "
            "listed is asked about with If-Modified-Since too", "selection", kind="flag"),
     # ── limits ──────────────────────────────────────────────────────────────────────────────
+    Option(("--limit-rate", "--max-overall-download-limit"),
+           "most bytes per second for the whole transfer, all connections and mirrors together "
+           "(5M = 5 MiB/s, 500K; as curl and wget read it); with a limit the online search of the "
+           "number of connections is off (the limit is the bottleneck); 0: no limit", "selection",
+           default=_d.limit_rate, parse=argtypes.byte_rate, metavar="RATE"),
     # ── checksums ───────────────────────────────────────────────────────────────────────────
     Option(("--checksum",), "the digest of the one file the source names, as ALGO:HEX (sha256:…, "
            "sha512:…, sha1:…, md5:…, crc32c:…, adler32:…); it is verified instead of any digest the "
@@ -254,7 +259,8 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
         raise UsageError(f"{given[0]} is for --tuner dtree (or auto), not {v['tuner']}")
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
-                            header_timeout=v["header_timeout"], update=v["update"])
+                            header_timeout=v["header_timeout"], update=v["update"],
+                            limit_rate=v["limit_rate"])
     include, exclude = list(v["include"] or []), list(v["exclude"] or [])
     try:
         Selection.of(include, exclude)

@@ -22,6 +22,11 @@ retiring lane sends nothing new, lets its outstanding responses finish,
 then closes; a retiring group hands the unassigned part of its files back to
 the queue. Nothing already fetched is fetched again.
 
+Two limits hold whatever the parameters ask: at most ``max_per_origin``
+connections open or opening to one origin (a lane that would exceed it
+waits for one to close, and an idle lane's keep-alive gives way to it), and
+with ``limit_rate`` one token bucket for every body byte (``limiter``).
+
 Connections come from ``connect`` (by default ``access.connect``: direct, or
 through a proxy; ``http.memory`` gives in-memory ones for tests), and every
 request's headers from ``access`` (``http.access``: credentials scoped per
@@ -43,6 +48,7 @@ from dtune.accounting import Accounting, Snapshot
 from dtune.dataset import FileSpec
 from dtune.engine.commit import Committer
 from dtune.engine.files import FileState
+from dtune.engine.limiter import RateLimiter
 from dtune.engine.options import EngineOptions
 from dtune.engine.outcomes import (
     Failed,
@@ -141,6 +147,9 @@ class Engine:
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
+        self.limiter: RateLimiter | None = None   # --limit-rate: one bucket for every connection
+        self.per_origin: dict[Origin, int] = {}   # connections open or being opened, per origin
+        self._gated: dict[Lane, Origin] = {}      # lanes waiting for a connection under max_per_origin
         # called once a tick, right after the accounting tick, with a fresh snapshot
         # (progress display, samples): they see rates that include the last tick
         self.tick_listeners: list[Callable[[Snapshot], None]] = []
@@ -188,6 +197,9 @@ class Engine:
 
     async def run(self) -> TransferResult:
         self._loop = asyncio.get_running_loop()
+        if self.options.limit_rate:
+            self.limiter = RateLimiter(self.options.limit_rate, self.options.limit_burst,
+                                       clock=self._loop.time, loop=self._loop)
         self.acct = acct = Accounting(start=self.now())
         acct.tick(self.now())  # rates start from zero bytes at the start, not at the first tick
         self._finished = asyncio.Event()
@@ -209,6 +221,8 @@ class Engine:
             committer.cancel()
             for task in list(self._probe_tasks):
                 task.cancel()
+            if self.limiter is not None:
+                self.limiter.close()
             await self._shutdown()
         acct.tick(self.now())
         result = TransferResult(snapshot=self.snapshot())
@@ -345,6 +359,8 @@ class Engine:
                     break
                 if lane.outstanding == 0:
                     self._idle.add(lane)
+                    if lane.conn is not None and lane.conn.origin in self._gated.values():
+                        self._free_idle(lane.conn.origin)   # a lane with work waits for a connection
                 await lane.wake.wait()
                 self._idle.discard(lane)
         except asyncio.CancelledError:
@@ -383,7 +399,7 @@ class Engine:
         piece = action.piece if isinstance(action, Cut) else action
         job = RangeJob(piece.file, lane, piece.start, piece.end, piece.ranged, report=self._report,
                        journal_every=self.options.journal_every, small_body=self.options.small_error_body,
-                       access=self.access)
+                       access=self.access, limiter=self.limiter)
         if piece.whole_stream:
             piece.file.full_job = job
         if isinstance(action, Cut):
@@ -401,14 +417,26 @@ class Engine:
             lane.conn = None
             self.acct.open_connections -= 1
         origin: Origin = job.origin
+        cap = self.options.max_per_origin
+        if cap and self.per_origin.get(origin, 0) >= cap:
+            # at the cap (the connection just closed counts until the socket is gone): wait for one
+            self._unassign(job)
+            self._gated[lane] = origin
+            self._free_idle(origin)
+            return False
+        self.per_origin[origin] = self.per_origin.get(origin, 0) + 1
         started = self.now()
         try:
             conn = await self._open(origin, timeout=self.options.connect_timeout)
-        except HTTPError as exc:
+        except BaseException as exc:
+            self._connection_gone(origin)
+            if not isinstance(exc, HTTPError):
+                raise
             failure = HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable)
             failure.network = getattr(exc, "network", False)  # type: ignore[attr-defined]
             self._report(job, Failed(failure))
             return False
+        conn.closed.add_done_callback(lambda _done, o=origin: self._connection_gone(o))
         self.acct.add_rtt(self.now() - started)
         lane.conn = conn
         lane.meter.origin = str(origin)
@@ -417,6 +445,25 @@ class Engine:
             self._unassign(job)
             return False
         return True
+
+    def _free_idle(self, origin: Origin) -> None:
+        """Close one idle lane's connection to ``origin`` (nothing in flight on it): its keep-alive
+        is worth less than a lane with work waiting under ``max_per_origin``."""
+        for lane in self._idle:
+            conn = lane.conn
+            if conn is not None and conn.origin == origin and not conn.in_flight:
+                lane.conn = None
+                self.acct.open_connections -= 1
+                conn.close()
+                return
+
+    def _connection_gone(self, origin: Origin) -> None:
+        """A connection to ``origin`` closed (or never opened): a lane waiting for one may go."""
+        self.per_origin[origin] -= 1
+        if self._gated:
+            gated, self._gated = self._gated, {}
+            for lane in gated:
+                lane.wake.set()
 
     def _release(self, job: RangeJob, wake: bool = True) -> None:
         release(job.file, job.lane)

@@ -103,6 +103,16 @@ class EngineOptions:
                                       # and longer than twice what the whole transfer has left, gives
                                       # them back and reconnects (the path slowed under large ranges:
                                       # that lane would be the tail)
+    # ---- limits ----
+    max_per_origin: int = 0           # connections open (or being opened) to one origin at once, whatever
+                                      # the parameters ask (--max-connections-per-host): a lane that would
+                                      # exceed it waits until one closes. 0: no cap
+    # ---- the rate limit (engine/limiter.py) ----
+    limit_rate: int = 0               # bytes/s of goodput for the whole transfer, all connections and
+                                      # replicas together (--limit-rate; curl, wget and aria2c limit per
+                                      # transfer or in all the same way). 0: no limit
+    limit_burst: float = 0.1          # seconds of the limit the bucket holds: the most the transfer can
+                                      # run ahead of it (one control tick)
     # ---- live re-parameterisation ----
     retire_cut: bool = False          # a retiring lane gives the unreceived rest of its range back at once
                                       # and drops its connection (the bytes already on their way, at most

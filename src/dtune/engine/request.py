@@ -44,6 +44,7 @@ from dtune.http.validators import Validators
 if TYPE_CHECKING:
     from dtune.accounting import Meter
     from dtune.engine.files import FileState
+    from dtune.engine.limiter import RateLimiter
     from dtune.engine.state import Lane
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
@@ -63,11 +64,13 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body", "conditional")
+                 "small_body", "conditional", "limiter")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
-                 report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT) -> None:
+                 report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT,
+                 limiter: RateLimiter | None = None) -> None:
         self.report = report
+        self.limiter = limiter    # --limit-rate: every body byte written takes a token
         self.file = file
         self.lane = lane
         self.meter: Meter = lane.meter
@@ -284,6 +287,11 @@ class RangeJob:
         pos += n
         self.pos = pos
         self.meter.bytes += n
+        limiter = self.limiter
+        if limiter is not None:
+            limiter.tokens -= n
+            if limiter.tokens <= 0:
+                limiter.empty(self.lane.conn, n)
         if pos - self.journaled >= self.journal_every:
             self.file.record(self.journaled, pos)
             self.journaled = pos

@@ -285,7 +285,7 @@ class Scheduler:
         and only a victim that has been receiving for ``steal_warm_rtts``
         round trips (out of slow start: a rate measured in slow start says
         nothing) is cut. ``endgame=False`` turns the
-        one-source endgame off.
+        one-source endgame off; under ``limit_rate`` it only takes unassigned bytes.
         """
         policy = self.policy
         opts = self.options
@@ -302,6 +302,10 @@ class Scheduler:
                         and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail
+            return None
+        if opts.limit_rate and not multi:
+            # one path under --limit-rate: the bucket, shared, sets the pace of every connection, so
+            # a cut gains nothing and drops what the paused victim's buffers hold (1.3x the bytes sent)
             return None
         if multi:
             t = policy.rate(lane.replica)
@@ -359,8 +363,8 @@ class Scheduler:
         it has been receiving for ``steal_warm_rtts`` round trips).
         """
         opts = self.options
-        if self.multi_replica or not opts.endgame or seconds_left is None:
-            return []
+        if self.multi_replica or not opts.endgame or opts.limit_rate or seconds_left is None:
+            return []   # (under --limit-rate the bucket sets every lane's pace: see steal)
         rtt = self.rtt or opts.steal_rtt
         limit = max(opts.backlog_seconds, 2 * seconds_left)
         out = []

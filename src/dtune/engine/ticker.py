@@ -6,7 +6,8 @@ listeners; every ``tick`` it advances the accounting, feeds the progress
 listeners, tells the scheduler what is left and where lanes run, closes
 stalled connections, has lanes that would be the tail give their ranges
 back (one replica, ``backlog_seconds``), wakes idle lanes (backoffs may have expired) and
-syncs or writes back part files. It reads the engine's state and calls
+syncs or writes back part files. A connection the rate limit paused (``engine.limiter``) is
+neither stalled nor slow: the checks skip it. It reads the engine's state and calls
 nothing but its public hooks and ``Connection.close``.
 """
 
@@ -107,7 +108,7 @@ def note_alive(engine: Engine, now: float, quiet: float) -> bool:
         if conn.bytes_in != conn.seen_bytes:
             conn.seen_bytes = conn.bytes_in
             alive[conn.origin] = now
-        busy = busy or bool(conn.in_flight)
+        busy = busy or (bool(conn.in_flight) and not conn.paused)  # (paused: the rate limit waits)
     return busy and bool(alive) and now - max(alive.values()) > quiet
 
 
@@ -127,7 +128,8 @@ def check_connections(engine: Engine, now: float) -> None:
         conn = lane.conn
         if conn is None:
             continue
-        if not conn.in_flight:
+        if not conn.in_flight or conn.paused:
+            # (a connection the rate limit paused is not silent: its clocks restart on resume)
             conn.floor_mark = None
             continue
         if now - conn.last_activity > stall:

@@ -112,6 +112,7 @@ class Connection(asyncio.Protocol):
         self.seen_bytes = 0          # bytes_in at the engine's last tick
         self.head_started: float | None = None  # a response head is being read since then
         self.floor_mark: tuple[float, int] | None = None  # (time, bytes_in): the speed-floor window
+        self.paused = False          # not reading, by the reader's choice (a rate limit): not silent
         self.bytes_in = 0
         self.responses = 0
 
@@ -142,6 +143,28 @@ class Connection(asyncio.Protocol):
             self.last_activity = self._loop.time()  # the stall clock starts with the first request
         self._fifo.append(exchange)
         self.transport.write(exchange.request)
+
+    def pause(self) -> None:
+        """Stop reading: the kernel's receive buffer fills and TCP's window stops the sender, so
+        nothing is lost and nothing is received until ``resume``."""
+        if self.paused or not self.usable:
+            return
+        self.paused = True
+        self.transport.pause_reading()
+
+    def resume(self) -> None:
+        """Read again. The time spent paused was the reader's: the stall clock, a response head's
+        clock and the speed-floor window start again from now."""
+        if not self.paused:
+            return
+        self.paused = False
+        now = self._loop.time()
+        self.last_activity = now
+        if self.head_started is not None:
+            self.head_started = now
+        self.floor_mark = None
+        if self.usable:
+            self.transport.resume_reading()
 
     def close(self, exc: Exception | None = None) -> None:
         """Drop the connection; every exchange still queued gets ``on_error``."""

@@ -14,7 +14,9 @@ sockets serves in memory unchanged, and engine tests need no socket.
 Bytes written at one end reach the other end's protocol on the next loop
 iteration, in order; ``write_eof`` is a FIN, ``close`` a FIN once the queued
 bytes are delivered, ``abort`` a reset that both ends see at once. There is
-no flow control: a writer is never paused (test files are small).
+no flow control: a writer is never paused (test files are small). A reader
+can pause (``pause_reading``, as a rate limit does): what reaches it meanwhile
+waits, in order, and is delivered on ``resume_reading``.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class _End(asyncio.Transport):
         self._closing = False
         self._dead = False   # reset: nothing more is delivered to this end
         self._lost = False
+        self._held: list[bytes | None] | None = None   # paused: what arrived meanwhile (None: the FIN)
 
     # ---- what the owner calls ----------------------------------------------------------
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -86,13 +89,25 @@ class _End(asyncio.Transport):
         return default
 
     def pause_reading(self) -> None:
-        pass
+        if self._held is None:
+            self._held = []
 
     def resume_reading(self) -> None:
-        pass
+        """Deliver what was held at once, in order (a later write is already queued behind it),
+        until the protocol pauses again."""
+        held, self._held = self._held or [], None
+        while held:
+            item = held.pop(0)
+            if item is None:
+                self._deliver_eof()
+            else:
+                self._deliver(item)
+            if self._held is not None:   # paused again: the rest stays first in line
+                self._held[:0] = held
+                return
 
     def is_reading(self) -> bool:
-        return not self._lost
+        return not self._lost and self._held is None
 
     def get_write_buffer_size(self) -> int:
         return 0
@@ -102,11 +117,16 @@ class _End(asyncio.Transport):
 
     # ---- what the peer's writes do here -------------------------------------------------
     def _deliver(self, data: bytes) -> None:
-        if not (self._dead or self._lost):
+        if self._held is not None:
+            self._held.append(data)
+        elif not (self._dead or self._lost):
             self.protocol.data_received(data)
 
     def _deliver_eof(self) -> None:
         if self._dead or self._lost:
+            return
+        if self._held is not None:
+            self._held.append(None)
             return
         keep_open = self.protocol.eof_received()
         if not keep_open:

@@ -465,7 +465,8 @@ class OnlineTuner(Tuner):
     """Any tuner's θ as the start, then the number of connections the path needs now.
 
     base        the tuner whose split between partitions (its Params per partition) is kept
-    search      False: no search, only the cap on connections to one origin (``--no-online``)
+    search      False: no search, only the cap on connections to one origin (``--no-online``, and
+                under ``--limit-rate``: the limit is the bottleneck, the goodput says nothing)
     cap         the most connections to one origin (``--max-connections-per-host``)
     constants   ``OnlineConstants`` (``constants_for(sla)``)
     fixed       the user's explicit cc / p / pp, never changed
