@@ -103,7 +103,10 @@ def read_tree(root: Path) -> dict[str, bytes]:
 # -- the examples of docs/python.md ----------------------------------------------------------------
 
 def doc_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+    """The python blocks of docs/python.md, then those of the README's "Python" section."""
+    readme = (ROOT / "README.md").read_text().split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
+    return [block for text in (DOC.read_text(), readme)
+            for block in re.findall(r"```python\n(.*?)```", text, flags=re.S)]
 
 
 def promised(block: str) -> list[str]:
@@ -129,7 +132,7 @@ def test_a_doc_example_runs_as_written(index: int, served: str, tmp_path: Path, 
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     block = doc_blocks()[index]
     monkeypatch.chdir(tmp_path)
-    exec(compile(block.replace(DOC_BASE, served + "/"), f"docs/python.md block {index}", "exec"), {})
+    exec(compile(block.replace(DOC_BASE, served + "/"), f"example {index}", "exec"), {})
     printed = capsys.readouterr().out
     for text in promised(block):
         assert text in printed, (text, printed)

@@ -137,7 +137,8 @@ class Nginx:
             self.dir = None
 
     def __enter__(self) -> Nginx:
-        return self.start()
+        # `with Nginx(...).start() as srv` is allowed too: starting twice would leak the first
+        return self if self._nginx is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -272,7 +273,7 @@ class _ForegroundServer:
             self.dir = None
 
     def __enter__(self) -> Self:
-        return self.start()
+        return self if self.proc is not None else self.start()  # (already started: not twice)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -9,10 +9,8 @@ those that have one), document order among equals. Non-HTTP URLs (ftp,
 rsync...) are skipped with a warning, and a file left with no HTTP URL is
 skipped with a warning too.
 
-Safety: the document is untrusted XML. Before ElementTree sees it, a pass
-with expat refuses any DOCTYPE (internal or external) and any entity
-declaration, so entity expansion ("billion laughs") and external entities
-never happen.
+Safety: the document is untrusted XML, parsed by ``discovery.xmlsafe`` (no
+DOCTYPE, no entity declarations: nothing is ever expanded).
 
 Metalink 3 (``http://www.metalinker.org/``, what older tools write) is read
 the same way from its own places: ``<files><file>``, ``<size>``,
@@ -25,12 +23,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
-from xml.parsers import expat
 
 from dtune import checksums
 from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry, Listing
 from dtune.discovery.urls import requote_url
+from dtune.discovery.xmlsafe import parse_untrusted
 from dtune.errors import DiscoveryError
 
 NS = "urn:ietf:params:xml:ns:metalink"
@@ -46,28 +44,6 @@ def looks_like_metalink(path: str, head: bytes) -> bool:
     return start.startswith((b"<?xml", b"<metalink"))
 
 
-class _Refused(Exception):
-    pass
-
-
-def _refuse_doctype(*_args: object) -> None:
-    raise _Refused("DOCTYPE declarations are not allowed")
-
-
-def _refuse_entity(*_args: object) -> None:
-    raise _Refused("entity declarations are not allowed")
-
-
-def _check_no_dtd(body: bytes) -> None:
-    """Raise ``_Refused`` on a DOCTYPE or ENTITY declaration, ``ExpatError`` on bad XML."""
-    scanner = expat.ParserCreate()
-    scanner.StartDoctypeDeclHandler = _refuse_doctype
-    scanner.EntityDeclHandler = _refuse_entity
-    scanner.UnparsedEntityDeclHandler = _refuse_entity
-    scanner.ExternalEntityRefHandler = _refuse_entity
-    scanner.Parse(body, True)
-
-
 def _text(element: ET.Element) -> str:
     return (element.text or "").strip()
 
@@ -77,15 +53,7 @@ def parse_metalink(body: bytes, source: str) -> Listing:
     def bad(why: str) -> DiscoveryError:
         return DiscoveryError(f"{source}: Metalink: {why}")
 
-    try:
-        _check_no_dtd(body)
-        root = ET.fromstring(body)
-    except _Refused as exc:
-        raise bad(f"{exc} (refusing a document that could expand entities)") from None
-    except (expat.ExpatError, ET.ParseError) as exc:
-        raise bad(f"not well-formed XML: {exc}") from None
-    except (ValueError, LookupError, RecursionError) as exc:  # bad encoding declaration, absurd nesting
-        raise bad(f"cannot be read: {exc}") from None
+    root = parse_untrusted(body, bad)
 
     if root.tag == f"{{{_V3_NS}}}metalink":
         return _entries(root, _V3, source, bad)

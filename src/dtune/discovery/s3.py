@@ -30,13 +30,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote, unquote_plus, urlsplit
-from xml.parsers import expat
 
 from dtune import checksums
 from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry
-from dtune.discovery.metalink import _check_no_dtd as check_no_dtd  # one DTD refusal for all XML
-from dtune.discovery.metalink import _Refused
+from dtune.discovery.xmlsafe import parse_untrusted
 from dtune.errors import DiscoveryError, ProtocolError, UsageError
 from dtune.http.client import FetchResult
 from dtune.http.message import parse_content_range, parse_unsatisfied_range
@@ -144,15 +142,7 @@ def parse_list_page(body: bytes, where: str, encoded: bool = True) -> tuple[list
     def bad(why: str) -> DiscoveryError:
         return DiscoveryError(f"{where}: S3 listing: {why}")
 
-    try:
-        check_no_dtd(body)
-        root = ET.fromstring(body)
-    except _Refused as exc:
-        raise bad(f"{exc} (refusing a document that could expand entities)") from None
-    except (expat.ExpatError, ET.ParseError) as exc:
-        raise bad(f"not well-formed XML: {exc}") from None
-    except (ValueError, LookupError, RecursionError) as exc:
-        raise bad(f"cannot be read: {exc}") from None
+    root = parse_untrusted(body, bad)
     if _local(root.tag) != "ListBucketResult":
         raise bad(f"root element is {_local(root.tag)!r}, not ListBucketResult")
     encoded = encoded and (_child_text(root, "EncodingType") or "").strip().lower() == "url"
@@ -190,9 +180,8 @@ def error_reason(res: FetchResult) -> str:
     body = res.body[:4096]
     if body.lstrip().startswith(b"<"):
         try:
-            check_no_dtd(body)
-            root = ET.fromstring(body)
-        except (_Refused, expat.ExpatError, ET.ParseError, ValueError, LookupError, RecursionError):
+            root: ET.Element | None = parse_untrusted(body, ValueError)
+        except ValueError:  # not an S3 error document: the status says enough
             root = None
         if root is not None and _local(root.tag) == "Error":
             code = (_child_text(root, "Code") or "").strip()
