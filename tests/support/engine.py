@@ -83,6 +83,17 @@ def fetch(server: FakeServer, tmp_path: Path, specs: list[FileSpec], params: Par
     return Run(result, out, events, time.monotonic() - started)
 
 
+def prove_pipelining(engine: Engine) -> None:
+    """Count every origin of ``engine`` as one whose answers showed it keeps connections, so its
+    lanes pipeline from their first request (the engine otherwise sends one until then)."""
+    engine.scheduler.pipelines.update(r.origin for f in engine.files for r in f.replicas)
+
+
+async def pipelined(engine: Engine) -> None:
+    """A ``during`` for ``fetch``: pipelining proven before the engine's first request."""
+    prove_pipelining(engine)
+
+
 def assert_exact(run: Run, server: FakeServer, *paths: str) -> None:
     for path in paths:
         got = (run.out / path.lstrip("/")).read_bytes()

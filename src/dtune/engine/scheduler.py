@@ -146,6 +146,7 @@ class Scheduler:
         self.no_ranges: set = set()     # origins seen to ignore Range: their files go as one stream
         self.ranges_ok: set = set()     # origins seen (or said by HEAD) to honour Range
         self.no_pipeline: set = set()   # origins that close after each answer: pp 1
+        self.pipelines: set = set()     # origins an answer showed keeping its connection: pp as planned
         self._group_ids = 0
 
     @property
@@ -163,8 +164,16 @@ class Scheduler:
         """
         pp = lane.group.partition.params.pp
         conn = lane.conn
-        if conn is not None and (conn.one_at_a_time or (self.no_pipeline and conn.origin in self.no_pipeline)):
-            return 1  # a route that cannot carry a pipeline (a proxy), or an origin that closes
+        if conn is not None:
+            if conn.one_at_a_time or (self.no_pipeline and conn.origin in self.no_pipeline):
+                return 1  # a route that cannot carry a pipeline (a proxy), or an origin that closes
+            if conn.origin not in self.pipelines:
+                if not conn.kept_alive:
+                    # one request until an answer shows the server keeps connections: an HTTP/1.0
+                    # server closes after the first, and the reset its close sends (with requests
+                    # unread) can take the end of that first answer with it
+                    return 1
+                self.pipelines.add(conn.origin)
         if not self.multi_replica:
             return pp
         share = self.policy.share(lane.replica)

@@ -115,6 +115,7 @@ class Connection(asyncio.Protocol):
         self.paused = False          # not reading, by the reader's choice (a rate limit): not silent
         self.bytes_in = 0
         self.responses = 0
+        self.kept_alive = False  # a final answer said the server keeps the connection (HTTP/1.1, no close)
 
     # ---- public -------------------------------------------------------
     @property
@@ -274,6 +275,8 @@ class Connection(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self._closing = True
             self.server_closes = True  # HTTP/1.0 or Connection: close: requests behind this one are lost
+        else:
+            self.kept_alive = True
         self._close_delimited = ("content-length" not in headers
                                  and "chunked" not in headers.get("transfer-encoding", "").lower()
                                  and status not in (204, 304))

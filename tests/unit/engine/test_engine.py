@@ -29,6 +29,8 @@ from support.engine import (
     assert_exact,
     blob,
     fetch,
+    pipelined,
+    prove_pipelining,
     spec,
 )
 from support.fakeserver import FakeServer, Rule
@@ -206,6 +208,7 @@ def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again
     with FakeServer(files, rate=2 * MIB, close_after=1, network=MemoryNetwork()) as server:
 
         async def shrink(engine: Engine) -> None:
+            prove_pipelining(engine)  # (as it would be after a first answer: pipelined from the start)
             await wait_for_bytes(engine, 256 * KIB)
             assert all(not f.unassigned for f in engine.files)      # every byte is asked for
             engine.apply(Params(1, 1, 4), reason="test: one group retires")
@@ -456,7 +459,7 @@ def test_a_redirected_large_file_fetched_over_many_streams_counts_the_redirect_o
     data = server.files["/new.bin"] = blob(4 * MIB)
     server.rules["/old.bin"] = Rule(location="/new.bin")
     run = fetch(server, tmp_path, [FileSpec(server.url("/old.bin"), "big.bin", len(data), ranges=True)],
-                Params(1, 4, 4))
+                Params(1, 4, 4), during=pipelined)
     assert run.result.ok, run.result.failed
     assert (run.out / "big.bin").read_bytes() == data
     assert len(server.gets("/old.bin")) > FAST.max_redirects   # the case that matters
