@@ -71,7 +71,7 @@ def test_bench_runs_dtune_and_curl_verified_and_leaves_nothing(tmp_path: Path, s
             assert int(r["files"]) == 20 and int(r["bytes"]) > 0 and float(r["seconds"]) > 0
             assert int(r["srv1_bytes"]) >= int(r["bytes"])  # the server sent at least the payload
             assert int(r["srv1_requests"]) >= 20
-        assert "| tiny | 200M-10ms | dtune | default | 1/1 |" in proc.stdout
+        assert "| tiny | 200M-10ms | dtune | default | 1 | 1/1 |" in proc.stdout
         assert (out / "summary.md").exists() and (out / "results.json").exists()
     finally:
         left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]

@@ -82,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     records = bench.run()
     rows = summarize(records)
     links = "; ".join(f"srv{i + 1} {link.describe()}" for i, link in enumerate(config.scenario.links))
+    if config.scenario.nodes:
+        links = "; ".join(f"node{j + 1} {link.describe()}" for j, link in enumerate(config.scenario.nodes)) \
+            + "; " + links + " (a site: node j to srv1 crosses both links; connections: node1's only)"
     context = [
         f"Command: `dtune bench {args.scenario} --out {args.out}"
         + "".join(f" {flag}" for flag in _flags(args)) + "`",

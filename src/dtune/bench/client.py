@@ -1,6 +1,7 @@
 """One client run of a benchmark, and what its output says.
 
-``run_client`` starts the tool in the client namespace, times it from spawn
+``run_client`` starts the tool in the client namespace (``run_clients``:
+one command per node, all at once), times it from spawn
 to reap with ``os.wait4`` (wall seconds; CPU seconds of the tool and every
 descendant it waited for), kills it with its process group at the timeout
 and whatever of the group is left afterwards. ``last_error_line`` and
@@ -48,36 +49,59 @@ def run_client(tb: Testbed, argv: Sequence[str], *, cwd: str | None, log: Path, 
     its rusage covers the tool and the children it waited for. Whatever is
     left in its process group afterwards is killed.
     """
+    return run_clients(tb, [("client", argv)], cwd=cwd, log=log, timeout=timeout, env=env, on_start=on_start)
+
+
+def run_clients(tb: Testbed, runs: Sequence[tuple[str, Sequence[str]]], *, cwd: str | None, log: Path,
+                timeout: float, env: dict[str, str] | None = None,
+                on_start: Callable[[int], None] | None = None) -> ClientResult:
+    """Start every ``(namespace, argv)`` at once and wait for all: one run over several nodes.
+
+    Wall seconds run from the first start to the last reap; CPU seconds are
+    summed; the exit code is the first non-zero one (in ``runs`` order). All
+    output goes to ``log``. The timeout kills every process group.
+    ``on_start`` gets the first process's pid.
+    """
     timed_out = threading.Event()
+    procs: list[subprocess.Popen[bytes]] = []
+    statuses: list[int] = []
+    cpu = 0.0
     with open(log, "wb") as logf:
         start = time.perf_counter()
-        proc = tb.popen("client", argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                        cwd=cwd, env=env)
-        if on_start is not None:
-            on_start(proc.pid)
-
-        def expire() -> None:
-            timed_out.set()
-            kill_group(proc.pid)
-
-        timer = threading.Timer(timeout, expire)
-        timer.daemon = True
-        timer.start()
-        reaped = False
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
-            seconds = time.perf_counter() - start
-            reaped = True
+            for ns, argv in runs:
+                procs.append(tb.popen(ns, argv, stdin=subprocess.DEVNULL, stdout=logf,
+                                      stderr=subprocess.STDOUT, cwd=cwd, env=env))
+            if on_start is not None:
+                on_start(procs[0].pid)
+
+            def expire() -> None:
+                timed_out.set()
+                for p in procs:
+                    kill_group(p.pid)
+
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
+            try:
+                for proc in procs:
+                    _, status, usage = os.wait4(proc.pid, 0)
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    statuses.append(proc.returncode)
+                    cpu += usage.ru_utime + usage.ru_stime
+                seconds = time.perf_counter() - start
+            finally:
+                timer.cancel()
         finally:
-            timer.cancel()
-            kill_group(proc.pid)
-            if not reaped:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(proc.pid, 0)
-                proc.returncode = -signal.SIGKILL
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return ClientResult(exit_code=None if timed_out.is_set() else proc.returncode, seconds=seconds,
-                        cpu_seconds=usage.ru_utime + usage.ru_stime, timed_out=timed_out.is_set())
+            for proc in procs:
+                kill_group(proc.pid)
+                if proc.returncode is None:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(proc.pid, 0)
+                    proc.returncode = -signal.SIGKILL
+    code = next((c for c in statuses if c != 0), 0)
+    return ClientResult(exit_code=None if timed_out.is_set() else code, seconds=seconds,
+                        cpu_seconds=cpu, timed_out=timed_out.is_set())
 
 
 def _tail_lines(log: Path) -> list[str]:

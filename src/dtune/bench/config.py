@@ -44,6 +44,20 @@
     runs = 1                 # optional: fewer repetitions than [bench] runs (for a tool
                              # that is an order of magnitude slower than the rest)
 
+    [[tool]]                 # a command of the scenario's own, e.g. a transfer over several nodes
+    tool = "command"
+    variant = "3-nodes-cluster"
+    nodes = 3                # how many of the scenario's [[node]]s the row uses (results.csv
+                             # "nodes"; default 1; more than 1 needs [[node]] tables)
+    cluster = true           # start a Dask scheduler in node1 and a worker inside each of
+                             # those nodes before the run ({scheduler} is its address)
+    mode = "node1"           # run the command in node1 (default), or "each": in every node
+                             # of the row at once, each with its own share of the files
+    command = ["{python}", "-m", "dtune", "get", "{url}", "-o", "{out}", "--cluster", "{scheduler}"]
+                             # placeholders: {python} {url} (the dataset directory on srv1)
+                             # {out} {scheduler} {share} (mode "each": a URL list of this
+                             # node's files, aria2c input format) {node} (1-based) {nodes}
+
 Unknown keys are errors, as in the testbed's tables: a typo would silently
 change an experiment.
 """
@@ -56,11 +70,11 @@ from typing import Any
 
 from dtune.errors import DtuneError
 from dtune.testbed.datasets import MAX_SMALL_FACTOR, PRESETS
-from dtune.testbed.scenario import Link, Scenario, check_link_values, scenario_from_dict
+from dtune.testbed.scenario import MAX_NODES, Link, Scenario, check_link_values, scenario_from_dict
 from dtune.tomlfile import number, read_toml, table, tables
 
 SERVERS = ("dtune", "nginx")
-TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone")
+TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone", "command")
 # Three runs is the least that gives a median that one outlier cannot move.
 DEFAULT_RUNS = 3
 DEFAULT_PORT = 8080
@@ -74,7 +88,7 @@ _PROFILE_KEYS = {"name", "rate_mbit", "rtt_ms", "loss", "queue_kb", "links", "du
 _LINK_VALUE_KEYS = {"rate_mbit", "rtt_ms", "loss", "queue_kb"}
 _CHANGE_KEYS = {"at_fraction", "link"} | _LINK_VALUE_KEYS
 _DATASET_KEYS = {"name", "preset", "scale", "seed", "files", "small_below", "small_factor"}
-_TOOL_KEYS = {"tool", "variant", "args", "mode", "mirrors", "datasets", "runs"}
+_TOOL_KEYS = {"tool", "variant", "args", "mode", "mirrors", "datasets", "runs", "nodes", "cluster", "command"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +132,12 @@ class ToolSpec:
     mirrors: bool | None = None
     datasets: tuple[str, ...] | None = None
     runs: int | None = None
+    # the client nodes the row runs on (1: the client, or node1 of a site)
+    nodes: int = 1
+    # start a Dask scheduler (node1) and one worker per node of the row before each run
+    cluster: bool = False
+    # tool "command": the argv template (see the module docstring for placeholders)
+    command: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -245,7 +265,7 @@ def _dataset(where: str, raw: Any) -> DatasetSpec:
     )
 
 
-def _tool(where: str, raw: Any, dataset_names: set[str]) -> ToolSpec:
+def _tool(where: str, raw: Any, dataset_names: set[str], n_nodes: int = 0) -> ToolSpec:
     raw = table(where, raw, _TOOL_KEYS)
     tool = _str(where, "tool", raw.get("tool"))
     if tool not in TOOLS:
@@ -261,11 +281,30 @@ def _tool(where: str, raw: Any, dataset_names: set[str]) -> ToolSpec:
         raise DtuneError(f"{where}: mirrors must be true or false")
     mode = raw.get("mode")
     runs = raw.get("runs")
+    cluster = raw.get("cluster", False)
+    if not isinstance(cluster, bool):
+        raise DtuneError(f"{where}: cluster must be true or false")
+    command = _str_list(where, "command", raw["command"]) if "command" in raw else ()
+    if tool == "command" and not command:
+        raise DtuneError(f"{where}: tool \"command\" needs command = [argv template]")
+    if tool != "command" and command:
+        raise DtuneError(f"{where}: command is for tool = \"command\" only (use args for {tool})")
+    if any("{scheduler}" in part for part in command) and not cluster:
+        raise DtuneError(f"{where}: command uses {{scheduler}} but cluster is not true")
+    nodes = _int(where, "nodes", raw.get("nodes", 1), 1, MAX_NODES)
+    if tool != "command" and (nodes > 1 or cluster):
+        raise DtuneError(f"{where}: only tool = \"command\" runs on several nodes or a cluster")
+    if nodes > max(n_nodes, 1):
+        have = f"{n_nodes} [[node]] tables" if n_nodes else "no [[node]] tables"
+        raise DtuneError(f"{where}: nodes = {nodes} but the scenario has {have}")
+    if cluster and not n_nodes:
+        raise DtuneError(f"{where}: cluster = true needs [[node]] tables (the workers run inside nodes)")
     return ToolSpec(tool=tool, variant=_str(where, "variant", raw.get("variant", "default")),
                     args=_str_list(where, "args", raw.get("args", [])),
                     mode=None if mode is None else _str(where, "mode", mode),
                     mirrors=mirrors, datasets=datasets,
-                    runs=None if runs is None else _int(where, "runs", runs, 1, 1000))
+                    runs=None if runs is None else _int(where, "runs", runs, 1, 1000),
+                    nodes=nodes, cluster=cluster, command=command)
 
 
 def bench_from_dict(data: dict[str, Any], *, name: str = "custom") -> BenchConfig:
@@ -286,7 +325,7 @@ def bench_from_dict(data: dict[str, Any], *, name: str = "custom") -> BenchConfi
         raise DtuneError(f"{where}: needs at least one [[dataset]] table to benchmark")
     _unique(where, "dataset", [d.name for d in datasets])
     _unique(where, "profile", [p.name for p in profiles])
-    tools = [_tool(f"{where}: tool {i + 1}", raw, {d.name for d in datasets})
+    tools = [_tool(f"{where}: tool {i + 1}", raw, {d.name for d in datasets}, len(scenario.nodes))
              for i, raw in enumerate(tables(f"{where}: tool", data.get("tool")))]
     if not tools:
         raise DtuneError(f"{where}: needs at least one [[tool]] table to benchmark")

@@ -17,6 +17,7 @@ curl     ``-K`` config of url/output pairs              tree (``output``)
 wget     ``-i`` list, ``-x -nH --cut-dirs``             tree
 lftp     ``mirror`` of the HTML listing; ``pget`` URL   tree; pget: flat
 rclone   ``copy :http:`` of the HTML listing            tree
+command  the scenario's argv template (``{url}`` ...)    tree
 =======  =============================================  ======================
 
 Only dtune and aria2c use several servers (aria2c by default, dtune with
@@ -29,6 +30,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -55,6 +57,8 @@ class Job:
     listing_bases: tuple[str, ...]
     outdir: str
     workdir: str
+    nodes: int = 1          # client nodes the run uses
+    scheduler: str = ""     # the Dask scheduler's address when the row has cluster = true
 
     @property
     def single(self) -> bool:
@@ -71,6 +75,11 @@ class Command:
     layout: str = "tree"
     files: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
+    # mode "each" of a command row: the argv of node j + 1, all started at once
+    # (``argv`` is then node1's), and the output directory each writes into,
+    # moved into the job's one output directory after the run
+    node_argvs: list[list[str]] = field(default_factory=list)
+    node_outdirs: list[str] = field(default_factory=list)
 
 
 class Peer:
@@ -220,11 +229,70 @@ class RclonePeer(Peer):
         return Command(argv)
 
 
+def node_shares(files: Sequence[tuple[str, int]], nodes: int) -> list[list[tuple[str, int]]]:
+    """Split files over ``nodes`` by size: largest first, each to the node with the fewest bytes.
+
+    Greedy, so no node gets more than the fair share plus the largest file;
+    within a share the files keep the dataset's order.
+    """
+    load = [0] * nodes
+    picked: list[list[int]] = [[] for _ in range(nodes)]
+    for i in sorted(range(len(files)), key=lambda i: -files[i][1]):
+        j = min(range(nodes), key=lambda j: (load[j], j))
+        load[j] += files[i][1]
+        picked[j].append(i)
+    return [[files[i] for i in sorted(p)] for p in picked]
+
+
+class CommandPeer(Peer):
+    """A scenario's own command line (``tool = "command"``), e.g. one transfer over several nodes.
+
+    Runs dtune (or anything) as the template says; it is not a peer tool in
+    the ratio tables. In mode "each" every node gets its share of the files
+    (``{share}``) and its own ``{out}``; the runner moves those into the run's
+    output directory after the timed part (renames on one filesystem). Placeholders: ``{python}``, ``{url}``, ``{out}``,
+    ``{scheduler}``, ``{share}``, ``{node}``, ``{nodes}``.
+    """
+
+    tool = "command"
+    modes = ("node1", "each")
+
+    def command(self, spec: ToolSpec, job: Job) -> Command:
+        if "{scheduler}" in " ".join(spec.command) and not job.scheduler:
+            raise DtuneError(f"bench: {spec.label}: the command uses {{scheduler}} but cluster is not true")
+        if self.mode(spec) == "node1":
+            return Command(self._fill(spec, job, 1, ""))
+        # one output directory per node: dtune get holds a lock on its output
+        # directory, and independent transfers do not share one
+        files = {}
+        argvs, outdirs = [], []
+        for j, share in enumerate(node_shares(job.files, job.nodes)):
+            name = f"share-node{j + 1}.txt"
+            files[name] = aria2_input((rel, job.urls(rel, all_servers=False)) for rel, _ in share)
+            outdirs.append(self._path(job, f"out-node{j + 1}"))
+            argvs.append(self._fill(spec, job, j + 1, self._path(job, name), outdirs[-1]))
+        return Command(argvs[0], files=files, node_argvs=argvs, node_outdirs=outdirs)
+
+    def _fill(self, spec: ToolSpec, job: Job, node: int, share: str, out: str = "") -> list[str]:
+        values = {"python": sys.executable, "url": job.bases[0], "out": out or job.outdir,
+                  "scheduler": job.scheduler,
+                  "share": share, "node": str(node), "nodes": str(job.nodes)}
+        try:
+            return [part.format(**values) for part in spec.command] + list(spec.args)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise DtuneError(f"bench: {spec.label}: bad placeholder in command: {exc} "
+                             f"(have {', '.join('{' + k + '}' for k in values)})") from None
+
+
+COMMAND = CommandPeer()
+
 PEERS: dict[str, Peer] = {p.tool: p for p in (DtunePeer(), Aria2Peer(), CurlPeer(), WgetPeer(),
                                               LftpPeer(), RclonePeer())}
 
 
 def peer(tool: str) -> Peer:
+    if tool == COMMAND.tool:
+        return COMMAND
     try:
         return PEERS[tool]
     except KeyError:
@@ -232,5 +300,8 @@ def peer(tool: str) -> Peer:
 
 
 def is_peer(tool: str) -> bool:
-    """A peer is any tool that is not dtune (the ratio tables compare against the best one)."""
-    return tool != "dtune"
+    """A peer is any tool that is not dtune (the ratio tables compare against the best one).
+
+    A scenario's own command row runs dtune in some arrangement (several nodes), so it is not one.
+    """
+    return tool not in ("dtune", COMMAND.tool)

@@ -58,6 +58,8 @@ class RunRecord:
     tail_seconds: float | None = None
     connections_max: int | None = None
     connections_median: float | None = None
+    # the client nodes the run used (1 but for a scenario's multi-node rows)
+    nodes: int = 1
 
     @property
     def requests(self) -> int:
@@ -68,7 +70,7 @@ class RunRecord:
         return sum(s.get("bytes", 0) for s in self.servers)
 
 
-CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "run", "seconds", "bytes", "mbps",
+CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "nodes", "run", "seconds", "bytes", "mbps",
                "cpu_seconds", "verified", "exit_code", "files", "extra_files", "server", "requests",
                "server_bytes", "reported_seconds", "changes_at", "tail_seconds", "connections_max",
                "connections_median"]
@@ -138,6 +140,7 @@ class SummaryRow:
     connections: float | None = None      # median over runs of each run's median
     sent: float | None = None             # body bytes the servers sent / the dataset's bytes (median)
     shares: list[float] = field(default_factory=list)  # each server's share of those bytes (medians)
+    nodes: int = 1
 
     @property
     def key(self) -> tuple[str, str]:
@@ -160,7 +163,7 @@ def summarize(records: Sequence[RunRecord]) -> list[SummaryRow]:
     rows = []
     for (dataset, link, tool, variant), runs in groups.items():
         good = [r for r in runs if r.verified]
-        row = SummaryRow(dataset, link, tool, variant, ok=len(good), runs=len(runs))
+        row = SummaryRow(dataset, link, tool, variant, ok=len(good), runs=len(runs), nodes=runs[0].nodes)
         if good:
             row.seconds = _median(r.seconds for r in good)
             row.mbps = _median(r.mbps for r in good)
@@ -211,13 +214,13 @@ def _ratio(value: float | None) -> str:
 
 def markdown_table(rows: Sequence[SummaryRow]) -> str:
     """The summary as a Markdown table, then one line per (dataset, link) naming the best peer."""
-    head = ("| dataset | link | tool | variant | ok | median s | median Mbit/s | min–max Mbit/s "
+    head = ("| dataset | link | tool | variant | nodes | ok | median s | median Mbit/s | min–max Mbit/s "
             "| CPU s | requests | tail s | connections | sent × | vs best peer | vs dtune default |")
-    lines = [head, "|" + "---|" * 15]
+    lines = [head, "|" + "---|" * 16]
     for r in rows:
         spread = "—" if r.mbps_min is None else f"{r.mbps_min:.0f}–{r.mbps_max:.0f}"
         lines.append(
-            f"| {r.dataset} | {r.link} | {r.tool} | {r.variant} | {r.ok}/{r.runs} | {_fmt(r.seconds, '.2f')} "
+            f"| {r.dataset} | {r.link} | {r.tool} | {r.variant} | {r.nodes} | {r.ok}/{r.runs} | {_fmt(r.seconds, '.2f')} "
             f"| {_fmt(r.mbps, '.1f')} | {spread} | {_fmt(r.cpu_seconds, '.2f')} | {_fmt(r.requests, '.0f')} "
             f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.connections, '.0f')} | {_fmt(r.sent, '.3f')} "
             f"| {_ratio(r.vs_best_peer)} | {_ratio(r.vs_dtune_default)} |")

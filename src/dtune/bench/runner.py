@@ -24,7 +24,11 @@ Theory of operation
    CPU seconds = user + system of the client and every descendant it waited
    for), kill whatever is left in its process group, verify every file
    (size + SHA-256 at the path the tool's layout puts it), read the counters
-   again, record, delete the output directory. results.csv / results.json are rewritten after every
+   again, record, delete the output directory. A row with ``cluster = true``
+   first starts a Dask scheduler in node1 and a worker inside each of its
+   nodes (``testbed.cluster.DaskSite``, outside the timed part) and stops
+   them after the run; a ``mode = "each"`` command row runs in every node of
+   the row at once (``client.run_clients``). results.csv / results.json are rewritten after every
    run, so an interrupted benchmark still leaves what it measured.
 6. ``finally``: the client's process group, the servers, the testbed (its
    namespaces and emulator) and the working directory are removed -- after
@@ -49,7 +53,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dtune.bench import Echo
-from dtune.bench.client import last_error_line, reported_seconds, run_client
+from dtune.bench.client import last_error_line, reported_seconds, run_client, run_clients
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
 from dtune.bench.during import ChangeWatcher, Sample, tail_seconds
 from dtune.bench.peers import Job, peer
@@ -59,6 +63,7 @@ from dtune.bench.urls import expected_paths, extra_files
 from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
 from dtune.testbed import Testbed
+from dtune.testbed.cluster import DaskSite
 from dtune.testbed.datasets import multiply_small, plan_dataset, write_plan
 from dtune.testbed.netns import pid_alive, proc_start_time
 from dtune.testbed.scenario import Link
@@ -149,6 +154,25 @@ def dataset_plan(spec: DatasetSpec) -> list[tuple[str, int]]:
     if spec.files is not None:
         plan = plan[:spec.files]
     return multiply_small(plan, spec.small_below, spec.small_factor)
+
+
+def merge_tree(src: Path, dest: Path) -> None:
+    """Move every file under ``src`` to the same relative path under ``dest`` (renames), then drop ``src``.
+
+    A file already at the destination is kept and the moved one dropped: the
+    verifier then judges what the run's own output directory holds.
+    """
+    if not src.is_dir():
+        return
+    for path in sorted(src.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        target = dest / path.relative_to(src)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    shutil.rmtree(src, ignore_errors=True)
 
 
 def build_dataset(spec: DatasetSpec, root: Path) -> list[tuple[str, int]]:
@@ -350,31 +374,46 @@ class Bench:
         outdir, listdir = rundir / "out", rundir / "lists"
         outdir.mkdir(parents=True)
         listdir.mkdir(parents=True)
+        # dtune records each transfer in its history, as it does for a user, but into a
+        # private database that goes with the working directory: benchmark runs must
+        # not land in the history the tuners learn from (a cluster's workers inherit it)
+        history = {"DTUNE_HISTORY": str(rundir.parent / "dtune-history.db")}
+        site = DaskSite(tb, rundir / "dask", nodes=spec.nodes, env=history) if spec.cluster else None
         try:
+            if site is not None:
+                try:
+                    site.start()
+                except DtuneError as exc:
+                    return self._failed_record(ds, combo, rep, f"cluster did not start: {exc}")
             job = Job(dataset=ds.spec.name, files=ds.files,
                       bases=tuple(s.base(ds.spec.name) for s in servers),
                       listing_bases=tuple(s.listing_base(ds.spec.name) for s in servers),
-                      outdir=str(outdir), workdir=str(listdir))
+                      outdir=str(outdir), workdir=str(listdir), nodes=spec.nodes,
+                      scheduler=site.address if site is not None else "")
             cmd = peer(spec.tool).command(spec, job)
             for name, text in cmd.files.items():
                 (listdir / name).write_text(text)
             before = [s.counters() for s in servers]
             log = rundir / "client.log"
-            # dtune records every transfer in its history, as it does for a user, but
-            # into a private database that goes with the working directory: benchmark
-            # runs must not land in the history the tuners learn from
-            env = dict(os.environ, DTUNE_HISTORY=str(rundir.parent / "dtune-history.db"))
+            env = site.env if site is not None else dict(os.environ, **history)
             watcher = None
             traced = tb.backend_name == "tun"  # the TUN emulator counts bytes; netem does not
             if profile.during or traced:
                 watcher = ChangeWatcher(tb, profile.during, ds.total_bytes, self._change_applier(tb, profile),
                                         trace=traced)
+            on_start = (lambda pid: setattr(watcher, "client_pid", pid)) if watcher is not None else None
             with watcher or contextlib.nullcontext():
-                result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env,
-                                    on_start=(lambda pid: setattr(watcher, "client_pid", pid))
-                                    if watcher is not None else None)
+                if cmd.node_argvs:
+                    result = run_clients(tb, [(f"node{j + 1}", argv) for j, argv in enumerate(cmd.node_argvs)],
+                                         cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env,
+                                         on_start=on_start)
+                else:
+                    result = run_client(tb, cmd.argv, cwd=cmd.cwd, log=log, timeout=self.cfg.timeout_s, env=env,
+                                        on_start=on_start)
             if profile.during:
                 self._apply_profile(tb, profile)  # the next run starts from the profile's links too
+            for node_out in cmd.node_outdirs:
+                merge_tree(Path(node_out), outdir)
             expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
             verdict = verify_output(expected, ds.digests)
             extra = extra_files(outdir, expected.values())
@@ -383,7 +422,7 @@ class Bench:
             if result.timed_out:
                 errors.append(f"timed out after {self.cfg.timeout_s:g} s")
             elif result.exit_code != 0:
-                errors.append(f"exit code {result.exit_code}: {last_error_line(log)}")
+                errors.append(f"tool failed: exit code {result.exit_code}: {last_error_line(log)}")
             if not verdict.ok:
                 errors.append(verdict.reason())
             change_error = watcher.error if watcher is not None and profile.during else ""
@@ -409,9 +448,19 @@ class Bench:
                 changes_at=[round(t, 4) for t in watcher.fired] if watcher is not None else [],
                 tail_seconds=tail_seconds(samples, ds.total_bytes, result.seconds) if samples else None,
                 connections_max=max(conns) if conns else None,
-                connections_median=statistics.median(conns) if conns else None)
+                connections_median=statistics.median(conns) if conns else None, nodes=spec.nodes)
         finally:
+            if site is not None:
+                site.close()
             shutil.rmtree(rundir, ignore_errors=True)
+
+    def _failed_record(self, ds: PreparedDataset, combo: Combo, rep: int, error: str) -> RunRecord:
+        """A run that could not start its client (e.g. the row's Dask cluster did not come up)."""
+        spec = combo.tool
+        return RunRecord(scenario=self.cfg.name, dataset=ds.spec.name, link=combo.profile, tool=spec.tool,
+                         variant=spec.variant, run=rep + 1, seconds=0.0, bytes=ds.total_bytes, mbps=0.0,
+                         cpu_seconds=0.0, verified=False, files=len(ds.files), error=error,
+                         server=self.cfg.server, nodes=spec.nodes)
 
     def _keep_trace(self, samples: Sequence[Sample], combo: Combo, rep: int) -> None:
         """traces/<dataset>-<profile>-<tool>-<variant>-run<N>.csv: t, bytes, connections per poll."""
@@ -436,6 +485,7 @@ class Bench:
             "scenario": cfg.name, "scenario_path": self.scenario_path, "server": cfg.server,
             "repetitions": cfg.runs, "timeout_s": cfg.timeout_s,
             "links": [link.describe() for link in cfg.scenario.links],
+            "nodes": [link.describe() for link in cfg.scenario.nodes],
             "client": asdict(cfg.scenario.client), "mtu": cfg.scenario.mtu,
             "profiles": [{"name": p.name, "links": [link.describe() for link in profile_links(cfg.scenario.links, p)],
                           "during": [{"at_fraction": c.at_fraction, "link": c.link + 1, **c.values}

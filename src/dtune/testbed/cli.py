@@ -91,7 +91,13 @@ def _describe(tb: Testbed) -> str:
     lines = [f"testbed {tb.id} up: scenario {sc.name}, {tb.backend_name} links, mtu {tb.mtu}"]
     width = max(len(n) for n in tb.namespaces)
     client_caps = _caps(sc.client.tcp_rmem_max, sc.client.tcp_wmem_max)
-    lines.append(f"  client  {tb.client_ns:<{width}}  {client_caps}")
+    if tb.node_links:
+        for j, link in enumerate(tb.node_links):
+            lines.append(f"  node{j + 1:<3} {tb.node_ns(j):<{width}}  {tb.node_addr(j):<11} "
+                         f"{link.describe()}  {client_caps}")
+        lines.append(f"  switch  {tb.switch_ns:<{width}}  (forwards between node and server links)")
+    else:
+        lines.append(f"  client  {tb.client_ns:<{width}}  {client_caps}")
     for i, link in enumerate(tb.links):
         lines.append(f"  srv{i + 1:<4} {tb.server_ns(i):<{width}}  {tb.server_addr(i):<11} "
                      f"(client {tb.client_addr(i)})  {link.describe()}")
@@ -271,5 +277,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                         f"queue {down['queue_bytes'] // 1024} KiB, loss {down['loss'] * 100:g} %  "
                         f"[{down['bytes'] / 1e6:.1f} MB down, {down['queue_drops']} queue drops, "
                         f"{down['loss_drops']} lost]")
-            print(f"  {addr['server']}  {addr['server_addr']}  {text}")
+            # a site records its nodes after its servers, as the emulator orders their links
+            name, where = (addr["server"], addr["server_addr"]) if "server" in addr else (addr["node"], addr["node_addr"])
+            print(f"  {name}  {where}  {text}")
     return 0

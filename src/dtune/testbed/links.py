@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,47 @@ def server_addr(index: int) -> str:
     return f"10.77.{index}.2"
 
 
+# The site layout (scenarios with [[node]] tables): node j's link is
+# 10.77.j.1 (node, wan1) <-> 10.77.j.2 (switch, n<j+1>); server k's link is
+# 10.78.k.1 (switch, s<k+1>) <-> 10.78.k.2 (server, wan0).
+
+def node_addr(index: int) -> str:
+    return f"10.77.{index}.1"
+
+
+def site_server_addr(index: int) -> str:
+    return f"10.78.{index}.2"
+
+
+@dataclass(frozen=True)
+class LinkEnd:
+    """One end of an emulated link: the namespace, the interface name and its /30 address."""
+
+    ns: str
+    ifname: str
+    addr: str
+
+
+def classic_ends(client_ns: str, server_ns: Sequence[str]) -> tuple[tuple[LinkEnd, LinkEnd], ...]:
+    """One client, link i to server i: the layout of scenarios without nodes."""
+    return tuple((LinkEnd(client_ns, f"wan{i + 1}", client_addr(i)), LinkEnd(ns, "wan0", server_addr(i)))
+                 for i, ns in enumerate(server_ns))
+
+
+def site_ends(switch_ns: str, server_ns: Sequence[str],
+              node_ns: Sequence[str]) -> tuple[tuple[LinkEnd, LinkEnd], ...]:
+    """Server links first (so link i is still server i's), then one link per node.
+
+    The first end of every link is the side towards the clients: its "down"
+    direction carries what the servers send.
+    """
+    servers = tuple((LinkEnd(switch_ns, f"s{k + 1}", f"10.78.{k}.1"), LinkEnd(ns, "wan0", site_server_addr(k)))
+                    for k, ns in enumerate(server_ns))
+    nodes = tuple((LinkEnd(ns, "wan1", node_addr(j)), LinkEnd(switch_ns, f"n{j + 1}", f"10.77.{j}.2"))
+                  for j, ns in enumerate(node_ns))
+    return servers + nodes
+
+
 @dataclass(frozen=True)
 class Topology:
     """What a link back-end needs to know of its testbed run, fixed when the run starts.
@@ -58,6 +100,9 @@ class Topology:
     mtu        of every link device
     seed       the emulator's loss seed (None: random)
     detach     the run outlives the process that built it
+    ends       per link, its (client side, server side) ends; None: the one-client
+               layout (``classic_ends``). With nodes, ``links`` holds the server
+               links and then the node links, in the order of ``ends``.
     """
 
     run_id: str
@@ -67,6 +112,10 @@ class Topology:
     mtu: int
     seed: int | None = None
     detach: bool = False
+    ends: tuple[tuple[LinkEnd, LinkEnd], ...] | None = None
+
+    def link_ends(self) -> tuple[tuple[LinkEnd, LinkEnd], ...]:
+        return self.ends if self.ends is not None else classic_ends(self.client_ns, self.server_ns)
 
 
 def control_request(path: str | Path, request: dict[str, Any], *, timeout: float = 5.0) -> dict[str, Any]:
@@ -94,15 +143,12 @@ def control_request(path: str | Path, request: dict[str, Any], *, timeout: float
     return reply
 
 
-def _link_commands(index: int, side: str, dev: str, mtu: int) -> list[str]:
-    """ip -batch lines that name, address and raise one end of link ``index``."""
-    if side == "client":
-        name, addr = f"wan{index + 1}", client_addr(index)
-    else:
-        name, addr = "wan0", server_addr(index)
+def _link_commands(end: LinkEnd, dev: str, mtu: int) -> list[str]:
+    """ip -batch lines that name, address and raise one end of a link."""
+    name = end.ifname
     return [f"link set dev {dev} name {name}",
             f"link set dev {name} mtu {mtu} txqueuelen {TXQUEUELEN}",
-            f"addr add {addr}/30 dev {name}",
+            f"addr add {end.addr}/30 dev {name}",
             f"link set dev {name} up"]
 
 
@@ -123,18 +169,18 @@ class TunLinks:
         link_cfg = []
         per_ns: dict[str, list[str]] = {}
         try:
-            for i, link in enumerate(topo.links):
+            for i, (link, (cend, send)) in enumerate(zip(topo.links, topo.link_ends(), strict=True)):
                 tag = secrets.token_hex(4)
                 cdev, sdev = f"dtt{tag}c", f"dtt{tag}s"
                 cfd = open_tun(cdev)
                 fds.append(cfd)
                 sfd = open_tun(sdev)
                 fds.append(sfd)
-                netns.ip_batch([f"link set dev {cdev} netns {topo.client_ns}",
-                                f"link set dev {sdev} netns {topo.server_ns[i]}"],
+                netns.ip_batch([f"link set dev {cdev} netns {cend.ns}",
+                                f"link set dev {sdev} netns {send.ns}"],
                                what=f"testbed {topo.run_id}: link {i}")
-                per_ns.setdefault(topo.client_ns, []).extend(_link_commands(i, "client", cdev, topo.mtu))
-                per_ns.setdefault(topo.server_ns[i], []).extend(_link_commands(i, "server", sdev, topo.mtu))
+                per_ns.setdefault(cend.ns, []).extend(_link_commands(cend, cdev, topo.mtu))
+                per_ns.setdefault(send.ns, []).extend(_link_commands(send, sdev, topo.mtu))
                 link_cfg.append({"rate_mbit": link.rate_mbit, "rtt_ms": link.rtt_ms,
                                  "queue_bytes": link.queue_bytes(topo.mtu), "loss": link.loss,
                                  "queue_auto": link.queue_kb is None, "client_fd": cfd, "server_fd": sfd})
@@ -242,20 +288,21 @@ class NetemLinks:
 
     def setup(self) -> None:
         topo = self.topo
-        for i, link in enumerate(topo.links):
+        for i, (link, (cend, send)) in enumerate(zip(topo.links, topo.link_ends(), strict=True)):
             tag = secrets.token_hex(4)
             cdev, sdev = f"dtv{tag}c", f"dtv{tag}s"
             what = f"testbed {topo.run_id}: link {i}"
             netns.ip_batch([f"link add {cdev} type veth peer name {sdev}",
-                            f"link set dev {cdev} netns {topo.client_ns}",
-                            f"link set dev {sdev} netns {topo.server_ns[i]}"], what=what)
-            netns.ip_batch(_link_commands(i, "client", cdev, topo.mtu), what=what, netns=topo.client_ns)
-            netns.ip_batch(_link_commands(i, "server", sdev, topo.mtu), what=what, netns=topo.server_ns[i])
+                            f"link set dev {cdev} netns {cend.ns}",
+                            f"link set dev {sdev} netns {send.ns}"], what=what)
+            netns.ip_batch(_link_commands(cend, cdev, topo.mtu), what=what, netns=cend.ns)
+            netns.ip_batch(_link_commands(send, sdev, topo.mtu), what=what, netns=send.ns)
             self._qdisc(i, link, "add")
 
     def _qdisc(self, index: int, link: Link, verb: str) -> None:
         topo = self.topo
-        for ns, dev in ((topo.client_ns, f"wan{index + 1}"), (topo.server_ns[index], "wan0")):
+        for end in topo.link_ends()[index]:
+            ns, dev = end.ns, end.ifname
             netns.run_cmd(["tc", "-n", ns, "qdisc", verb, "dev", dev, "root", "netem",
                            *netem_args(link, topo.mtu)], what=f"testbed {topo.run_id}: link {index}")
 

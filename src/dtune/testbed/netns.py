@@ -6,7 +6,7 @@ owner process (pid + kernel start time, so a recycled pid is not mistaken
 for the owner), the emulator process and the namespaces. A run whose owner
 is dead is stale; ``reap_stale()`` -- called by every ``Testbed.start()`` and
 ``dtune testbed down --all`` -- kills what still runs in its namespaces and
-deletes them. Namespaces of the form ``dtune-<id>-client`` / ``-srvN`` with
+deletes them. Namespaces of the form ``dtune-<id>-client`` / ``-srvN`` / ``-nodeN`` / ``-sw`` with
 no run directory at all (a crash between two steps) are reaped too, after a
 grace period, so a run being created right now is never touched.
 
@@ -36,7 +36,7 @@ NETNS_DIR = Path("/run/netns")
 # that is being created right now.
 ORPHAN_GRACE_S = 60.0
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9_]{1,24}$")
-NS_RE = re.compile(r"^dtune-([A-Za-z0-9_]{1,24})-(client|srv[0-9]+)$")
+NS_RE = re.compile(r"^dtune-([A-Za-z0-9_]{1,24})-(client|srv[0-9]+|node[0-9]+|sw)$")
 
 
 def run_root() -> Path:

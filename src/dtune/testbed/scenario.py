@@ -21,6 +21,18 @@ link N-1). It is written in TOML::
     queue_kb = 5000          # drop-tail limit, KiB per direction (default 1 BDP)
     loss = 0.0               # random loss per packet, fraction (0.01 = 1 %)
 
+    [[node]]                 # optional: several client nodes instead of one client
+    count = 3                # this many nodes with the same link (default 1)
+    rate_mbit = 200          # each node's own NIC: its link to the switch
+    rtt_ms = 20
+
+With ``[[node]]`` tables the scenario is a site of N transfer nodes
+(``node1`` .. ``nodeN``), each behind its own link to a switch namespace
+(``sw``), and each ``[[link]]`` is then server k's own link from the switch
+(its NIC): the path from node j to server k crosses node j's link, then server
+k's link, so its RTT is the sum of both. Without ``[[node]]`` a scenario
+means what it always did: one client with one link per server.
+
 Other tables (``[bench]``, ``[[dataset]]``, ``[[tool]]`` ...) belong to other
 readers and are ignored here; unknown *keys* inside ``[[link]]``,
 ``[client]`` and ``[server]`` are errors, because a typo there would silently
@@ -43,6 +55,8 @@ DEFAULT_MTU = 9000
 # A queue shorter than this many full-size packets makes even a LAN link drop
 # bursts that a real switch port (hundreds of KB of buffer) would absorb.
 MIN_QUEUE_PACKETS = 16
+# Every node link is one more pair of TUN devices in the one emulator process.
+MAX_NODES = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,12 +144,16 @@ class Scenario:
     server: HostConfig = field(default_factory=HostConfig)
     mtu: int = DEFAULT_MTU
     name: str = "custom"
+    # client nodes, each with its own link to the switch; () = the one-client layout
+    nodes: tuple[Link, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.links:
             raise DtuneError(f"scenario {self.name}: needs at least one [[link]]")
         if len(self.links) > 64:
             raise DtuneError(f"scenario {self.name}: at most 64 links, got {len(self.links)}")
+        if len(self.nodes) > MAX_NODES:
+            raise DtuneError(f"scenario {self.name}: at most {MAX_NODES} nodes, got {len(self.nodes)}")
         if not 576 <= self.mtu <= 65000:
             raise DtuneError(f"scenario {self.name}: mtu must be between 576 and 65000, got {self.mtu}")
 
@@ -146,6 +164,7 @@ class Scenario:
 
 
 _LINK_KEYS = {"rate_mbit", "rtt_ms", "queue_kb", "loss"}
+_NODE_KEYS = _LINK_KEYS | {"count"}
 _CLIENT_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control", "mtu"}
 _SERVER_KEYS = {"tcp_rmem_max", "tcp_wmem_max", "tcp_congestion_control"}
 
@@ -155,15 +174,9 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
     raw_links = data.get("link")
     if not isinstance(raw_links, list) or not raw_links:
         raise DtuneError(f"scenario {name}: needs at least one [[link]] table")
-    links = []
-    for i, raw in enumerate(raw_links):
-        where = f"scenario {name}: link {i + 1}"
-        raw = _table(where, raw, _LINK_KEYS)
-        kwargs = {k: _number(where, k, v) for k, v in raw.items()}
-        try:
-            links.append(Link(**kwargs))
-        except DtuneError as exc:
-            raise DtuneError(f"{where}: {exc}") from None
+    links = [_link(f"scenario {name}: link {i + 1}", _table(f"scenario {name}: link {i + 1}", raw, _LINK_KEYS))
+             for i, raw in enumerate(raw_links)]
+    nodes = _nodes(name, data.get("node"))
     client = _table(f"scenario {name}: [client]", data.get("client", {}), _CLIENT_KEYS)
     server = _table(f"scenario {name}: [server]", data.get("server", {}), _SERVER_KEYS)
 
@@ -182,7 +195,33 @@ def scenario_from_dict(data: dict[str, Any], *, name: str = "custom") -> Scenari
 
     mtu = _integer(f"scenario {name}: [client]", "mtu", client.get("mtu", DEFAULT_MTU))
     return Scenario(links=tuple(links), client=host(f"scenario {name}: [client]", client),
-                    server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name)
+                    server=host(f"scenario {name}: [server]", server), mtu=mtu, name=name,
+                    nodes=nodes)
+
+
+def _link(where: str, raw: dict[str, Any]) -> Link:
+    kwargs = {k: _number(where, k, v) for k, v in raw.items()}
+    try:
+        return Link(**kwargs)
+    except DtuneError as exc:
+        raise DtuneError(f"{where}: {exc}") from None
+
+
+def _nodes(name: str, raw_nodes: Any) -> tuple[Link, ...]:
+    """The ``[[node]]`` tables as one Link per node (``count`` repeats a table)."""
+    if raw_nodes is None:
+        return ()
+    if not isinstance(raw_nodes, list) or not raw_nodes:
+        raise DtuneError(f"scenario {name}: node must be an array of tables ([[node]])")
+    nodes: list[Link] = []
+    for i, raw in enumerate(raw_nodes):
+        where = f"scenario {name}: node {i + 1}"
+        raw = dict(_table(where, raw, _NODE_KEYS))
+        count = _integer(where, "count", raw.pop("count", 1))
+        if not 1 <= count <= MAX_NODES:
+            raise DtuneError(f"{where}: count must be between 1 and {MAX_NODES}, got {count}")
+        nodes += [_link(where, raw)] * count
+    return tuple(nodes)
 
 
 def load_scenario(path: str | Path) -> Scenario:

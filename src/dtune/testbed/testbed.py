@@ -9,7 +9,10 @@
 
 Namespaces: ``dtune-<id>-client`` and ``dtune-<id>-srv1`` ... ``-srvK``.
 Link i (0-based) joins the client to ``srv<i+1>``; ``server_addr(i)`` is the
-server's address on it. Everything the testbed started -- processes,
+server's address on it. A scenario with nodes (``Scenario.nodes``) is a site
+instead: ``dtune-<id>-node1`` ... ``-nodeN``, each behind its own link to a
+switch namespace ``dtune-<id>-sw`` that forwards to every server, which sits
+behind its own link too; "client" then names node1. Everything the testbed started -- processes,
 namespaces, TUN devices, the emulator -- is gone after ``stop()``, after an
 exception in the ``with`` block, on SIGTERM, and (through the emulator's
 watch pipe) even when the owning process is killed outright.
@@ -33,7 +36,17 @@ from typing import Any
 from dtune.errors import DtuneError
 from dtune.procgroup import stop_group
 from dtune.testbed import netns
-from dtune.testbed.links import NetemLinks, Topology, TunLinks, client_addr, netem_available, server_addr
+from dtune.testbed.links import (
+    NetemLinks,
+    Topology,
+    TunLinks,
+    client_addr,
+    netem_available,
+    node_addr,
+    server_addr,
+    site_ends,
+    site_server_addr,
+)
 from dtune.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
 
 BACKENDS = ("auto", "tun", "netem")
@@ -76,6 +89,7 @@ class Testbed:
         self.detach = detach
         self.seed = seed
         self.links: list[Link] = list(scenario.links)
+        self.node_links: list[Link] = list(scenario.nodes)
         self.mtu = scenario.mtu
         self._links_impl: TunLinks | NetemLinks | None = None
         self._procs: list[subprocess.Popen[Any]] = []
@@ -107,33 +121,62 @@ class Testbed:
 
     @property
     def client_ns(self) -> str:
-        return netns.ns_name(self.id, "client")
+        """The downloading namespace: the client, or node1 of a site."""
+        return self.node_ns(0) if self.node_links else netns.ns_name(self.id, "client")
 
     def server_ns(self, index: int) -> str:
         self._check_index(index)
         return netns.ns_name(self.id, f"srv{index + 1}")
 
+    def node_ns(self, index: int) -> str:
+        """Node ``index`` (0-based; ``node<index+1>``) of a site."""
+        self._check_node(index)
+        return netns.ns_name(self.id, f"node{index + 1}")
+
+    @property
+    def node_namespaces(self) -> list[str]:
+        """Every client node: node1..nodeN of a site, or the one client."""
+        if not self.node_links:
+            return [self.client_ns]
+        return [self.node_ns(j) for j in range(len(self.node_links))]
+
+    @property
+    def switch_ns(self) -> str | None:
+        return netns.ns_name(self.id, "sw") if self.node_links else None
+
     @property
     def namespaces(self) -> list[str]:
-        return [self.client_ns] + [self.server_ns(i) for i in range(len(self.links))]
+        middle = [self.switch_ns] if self.switch_ns else []
+        return self.node_namespaces + middle + [self.server_ns(i) for i in range(len(self.links))]
 
     def ns(self, name: str) -> str:
-        """Resolve "client", "srv1".."srvK" or a full namespace name to the full name."""
+        """Resolve "client", "srv1".."srvK", "node1".."nodeN", "sw" or a full namespace name."""
+        if name == "client":
+            return self.client_ns
         full = name if name.startswith(netns.PREFIX) else netns.ns_name(self.id, name)
         if full not in self.namespaces:
-            roles = ", ".join(["client"] + [f"srv{i + 1}" for i in range(len(self.links))])
+            roles = ", ".join(["client"] + [n.rsplit("-", 1)[1] for n in self.namespaces])
             raise DtuneError(f"testbed {self.id}: no namespace {name!r} (have {roles})")
         return full
 
     def server_addr(self, index: int) -> str:
         """The address of server ``index`` (0-based; ``srv<index+1>``) as the client sees it."""
         self._check_index(index)
-        return server_addr(index)
+        return site_server_addr(index) if self.node_links else server_addr(index)
 
     def client_addr(self, index: int) -> str:
-        """The client's address on link ``index``, as server ``index`` sees it."""
+        """The client's address on link ``index``, as server ``index`` sees it (node1's on a site)."""
         self._check_index(index)
-        return client_addr(index)
+        return node_addr(0) if self.node_links else client_addr(index)
+
+    def node_addr(self, index: int) -> str:
+        """Node ``index``'s address (on its own link), as the servers and other nodes see it."""
+        self._check_node(index)
+        return node_addr(index)
+
+    def _check_node(self, index: int) -> None:
+        if not 0 <= index < len(self.node_links):
+            raise DtuneError(f"testbed {self.id}: no node {index} (have {len(self.node_links)})")
 
     def _check_index(self, index: int) -> None:
         if not 0 <= index < len(self.links):
@@ -141,9 +184,14 @@ class Testbed:
 
     def topology(self) -> Topology:
         """The facts a link back-end is built from (links as they are now)."""
-        return Topology(run_id=self.id, client_ns=self.client_ns,
-                        server_ns=tuple(self.server_ns(i) for i in range(len(self.links))),
-                        links=tuple(self.links), mtu=self.mtu, seed=self.seed, detach=self.detach)
+        servers = tuple(self.server_ns(i) for i in range(len(self.links)))
+        if not self.node_links:
+            return Topology(run_id=self.id, client_ns=self.client_ns, server_ns=servers,
+                            links=tuple(self.links), mtu=self.mtu, seed=self.seed, detach=self.detach)
+        assert self.switch_ns is not None
+        return Topology(run_id=self.id, client_ns=self.client_ns, server_ns=servers,
+                        links=tuple(self.links) + tuple(self.node_links), mtu=self.mtu, seed=self.seed,
+                        detach=self.detach, ends=site_ends(self.switch_ns, servers, self.node_namespaces))
 
     @property
     def backend_name(self) -> str | None:
@@ -169,9 +217,11 @@ class Testbed:
                 run_id=self.id, owner_pid=os.getpid(), owner_start=netns.proc_start_time(os.getpid()),
                 namespaces=self.namespaces, detached=self.detach, created=time.time(),
                 scenario=self.scenario.name,
-                addresses=[{"server": self.server_ns(i), "server_addr": server_addr(i),
-                            "client_addr": client_addr(i), "link": self.links[i].describe()}
-                           for i in range(len(self.links))])
+                addresses=[{"server": self.server_ns(i), "server_addr": self.server_addr(i),
+                            "client_addr": self.client_addr(i), "link": self.links[i].describe()}
+                           for i in range(len(self.links))]
+                + [{"node": self.node_ns(j), "node_addr": node_addr(j), "link": link.describe()}
+                   for j, link in enumerate(self.node_links)])
             netns.write_state(self._state)  # before anything exists, so a crash is reapable
         atexit.register(self.stop)
         try:
@@ -187,8 +237,14 @@ class Testbed:
             netns.add_netns(name)
         quiet = {"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
         for name in self.namespaces:
-            host = sc.client if name == self.client_ns else sc.server
             values = dict(quiet)
+            if name == self.switch_ns:
+                # the site's switch forwards between node and server links; it holds no TCP
+                values.update({"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0",
+                               "net.ipv4.conf.default.rp_filter": "0"})
+                netns.sysctl_in(name, values)
+                continue
+            host = sc.client if name in self.node_namespaces else sc.server
             if host.tcp_rmem_max:
                 values["net.ipv4.tcp_rmem"] = _tcp_mem(131072, host.tcp_rmem_max)
             if host.tcp_wmem_max:
@@ -203,6 +259,8 @@ class Testbed:
         topo = self.topology()
         self._links_impl = TunLinks(topo) if backend == "tun" else NetemLinks(topo)
         self._links_impl.setup()
+        if self.node_links:
+            self._site_routes()
         assert self._state is not None
         self._state.backend = backend
         self._state.control = self._links_impl.control
@@ -215,6 +273,14 @@ class Testbed:
             self._state.owner_pid = pid or os.getpid()
             self._state.owner_start = netns.proc_start_time(self._state.owner_pid)
         netns.write_state(self._state)
+
+    def _site_routes(self) -> None:
+        """Every node and server has one link, to the switch: everything else lies behind it."""
+        for name in self.node_namespaces:
+            netns.ip_batch(["route add default dev wan1"], what=f"testbed {self.id}: {name}", netns=name)
+        for i in range(len(self.links)):
+            ns = self.server_ns(i)
+            netns.ip_batch(["route add default dev wan0"], what=f"testbed {self.id}: {ns}", netns=ns)
 
     def stop(self) -> None:
         """Kill started processes, stop the emulator, delete namespaces. Idempotent."""
@@ -248,7 +314,8 @@ class Testbed:
 
     def __repr__(self) -> str:
         state = "up" if self._started and not self._stopped else ("down" if self._stopped else "new")
-        links = "; ".join(f"srv{i + 1} {link.describe()}" for i, link in enumerate(self.links))
+        links = "; ".join([f"node{j + 1} {link.describe()}" for j, link in enumerate(self.node_links)]
+                          + [f"srv{i + 1} {link.describe()}" for i, link in enumerate(self.links)])
         running = sum(1 for p in self._procs if p.poll() is None)
         return f"<Testbed {self.id} {state} [{self.backend_name or self.backend}] {links} | {running} processes>"
 
@@ -295,11 +362,34 @@ class Testbed:
             self.links[index] = link
         return link
 
+    def set_node_link(self, index: int, *, rate_mbit: float | None = None, rtt_ms: float | None = None,
+                      loss: float | None = None, queue_kb: float | None = None,
+                      direction: str | None = None) -> Link:
+        """Change node ``index``'s own link (a site's NIC) while traffic flows; as ``set_link``."""
+        self._require_up()
+        self._check_node(index)
+        values = {"rate_mbit": rate_mbit, "rtt_ms": rtt_ms, "loss": loss, "queue_kb": queue_kb}
+        link = replace(self.node_links[index], **{k: v for k, v in values.items() if v is not None})
+        assert self._links_impl is not None
+        self._links_impl.set(len(self.links) + index, dict(values, direction=direction))
+        if direction in (None, "down"):
+            self.node_links[index] = link
+        return link
+
     def link_stats(self) -> list[dict[str, Any]]:
-        """Per link, counters for each direction ("up": client to server, "down": back)."""
+        """Per server link, counters for each direction ("up": towards the server, "down": back).
+
+        On a site a server link carries what every node fetches from that server.
+        """
         self._require_up()
         assert self._links_impl is not None
-        return self._links_impl.stats()
+        return self._links_impl.stats()[:len(self.links)]
+
+    def node_link_stats(self) -> list[dict[str, Any]]:
+        """Per node of a site, its own link's counters (as ``link_stats``); [] without nodes."""
+        self._require_up()
+        assert self._links_impl is not None
+        return self._links_impl.stats()[len(self.links):]
 
 
 def _check_congestion_control(name: str) -> None:

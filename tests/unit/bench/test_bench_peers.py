@@ -23,7 +23,8 @@ def job(files=FILES, bases=BASES) -> Job:  # type: ignore[no-untyped-def]
 
 def test_every_tool_of_the_config_has_an_adapter() -> None:
     from dtune.bench.config import TOOLS
-    assert set(PEERS) == set(TOOLS)
+    assert set(PEERS) | {"command"} == set(TOOLS)
+    assert peer("command").tool == "command" and not is_peer("command")
 
 
 def test_a_peer_is_any_tool_but_dtune() -> None:

@@ -80,7 +80,7 @@ def test_a_row_with_no_verified_run_has_no_numbers_and_no_ratio() -> None:
     assert (wget.ok, wget.mbps, wget.vs_best_peer) == (0, None, None)
     assert rows[0].vs_best_peer is None  # the only peer failed
     table = markdown_table(rows)
-    assert "| wget | seq | 0/1 | — |" in table
+    assert "| wget | seq | 1 | 0/1 | — |" in table
     assert "best peer none (no peer verified)" in table
     assert "failed runs (excluded from medians): wget seq (1 of 1)" in table
 
@@ -95,7 +95,7 @@ def test_markdown_table_has_one_line_per_row_and_the_ratios() -> None:
     rows = summarize([rec("dtune", "default", 1.0), rec("aria2c", "x16", 2.0)])
     lines = markdown_table(rows).splitlines()
     assert lines[0].startswith("| dataset | link | tool |") and lines[1].startswith("|---|")
-    assert lines[2] == ("| html | 1g-40ms | dtune | default | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
+    assert lines[2] == ("| html | 1g-40ms | dtune | default | 1 | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
                         "| — | — | 1.000 | 2.00× | 1.00× |")  # no trace: no tail, no connection count
     assert "best peer aria2c x16 (400.0 Mbit/s)" in lines[-1]
 
