@@ -106,18 +106,33 @@ def get(sources: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.
 
 async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.PathLike, *,
                progress: Progress | None = None, **options: Any) -> Result:
-    """``get`` as a coroutine, on the caller's loop."""
+    """``get`` as a coroutine, on the caller's loop.
+
+    ``cluster=`` takes a scheduler address ("tcp://host:8786", as ``--cluster``) or a
+    synchronous ``distributed.Client`` already connected (an ``asynchronous=True`` one is
+    refused); ``workers=N`` starts a local cluster of N processes for this transfer
+    (docs/cluster.md).
+    """
     from dtune.commands.getopts import build_plan
     from dtune.progress import Clock, progress_event, summary_event
     from dtune.transfer import transfer
 
+    client = None
+    if options.get("cluster") is not None and not isinstance(options["cluster"], str):
+        client = options.pop("cluster")  # a Client object cannot go through the option table
+        if getattr(client, "asynchronous", False):
+            raise TypeError("dtune.get(cluster=...): give a synchronous distributed.Client "
+                            "(or the scheduler's address), not an asynchronous one")
+        if options.get("workers") is not None:
+            from dtune.errors import UsageError
+            raise UsageError("cluster= and workers=: give one (an existing cluster, or a local one of N workers)")
     values = resolve_options(options)
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     outdir = os.fspath(out)
     plan = build_plan([os.fspath(s) for s in items], outdir, values)
     sink = _Events(progress, progress_event)
     clock = Clock()
-    result = await transfer(plan, on_event=sink.event, on_progress=sink.progress)
+    result = await transfer(plan, on_event=sink.event, on_progress=sink.progress, client=client)
     seconds = clock.elapsed()
     status = 0 if result.ok else 1
     if not values["no_history"].value:

@@ -12,6 +12,22 @@ from dataclasses import dataclass, field
 from dtune.checksums import Checksum
 
 
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """Bytes [start, end) of one file, the share one shard of a cluster transfer fetches
+    (``dtune.cluster``). Several pieces of a file write into the same part file with pwrite, each
+    journals its own ranges in ``NAME.dtune-journal.TAG``, and the file is verified and renamed
+    by whoever holds every piece (the cluster's parent), never by the engine that fetched one."""
+
+    start: int
+    end: int
+    tag: str
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
 @dataclass(slots=True)
 class FileSpec:
     """One file to fetch.
@@ -25,6 +41,7 @@ class FileSpec:
     ranges    the source said its server honours Range (``Accept-Ranges: bytes`` on HEAD)
     checksum  the digest to verify the file with, when a source publishes one
               (``dtune.checksums.Checksum``: algorithm, hex, where it came from)
+    piece     only these bytes of the file, for a cluster shard (``Piece``); None: all of it
     """
 
     url: str
@@ -34,6 +51,7 @@ class FileSpec:
     mtime: float | None = None
     ranges: bool = False
     checksum: Checksum | None = None
+    piece: Piece | None = None
 
 
 @dataclass(slots=True)

@@ -180,7 +180,8 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
             "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),
             "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,
             "retries": snap.retries if snap else 0,
-            "energy": result.energy}
+            "energy": result.energy,
+            **({"nodes": result.nodes} if result.nodes is not None else {})}
 
 
 def progress_event(snap: Snapshot) -> dict:

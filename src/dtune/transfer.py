@@ -27,7 +27,7 @@ from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
 from dtune.engine.outcomes import backoff
 from dtune.engine.result import FileResult, TransferResult
-from dtune.errors import DiskError, DtuneError, UnsafePathError
+from dtune.errors import DiskError, DtuneError, UnsafePathError, UsageError
 from dtune.fileio import lock_directory
 from dtune.http.access import DIRECT, Access
 from dtune.http.client import Fetcher
@@ -83,13 +83,18 @@ class TransferPlan:
     checksum: Checksum | None = None   # --checksum: the digest of a single-file source
     checksum_files: list[str] = field(default_factory=list)  # --checksum-file paths or URLs
     listed_checksums: bool = True      # read the SHA256SUMS / NAME.md5 files listings hold
+    cluster: str | None = None         # --cluster: a Dask scheduler's address (``dtune.cluster``)
+    workers: int | None = None         # --workers: a local Dask cluster of this many processes
+    # the sources and option values as given, for a cluster's workers to build their own plan
+    # (``Access`` cannot travel): never part of ``record()``
+    given: dict = field(default_factory=dict, repr=False, compare=False)
     # headers, credentials, proxy and TLS trust (``http.access``): never part of ``record()``
     access: Access = field(default=DIRECT, repr=False, compare=False)
 
     def record(self) -> dict:
         """What the history keeps of this plan: everything but ``access`` (credentials)."""
-        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT))
-        del info["access"]
+        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}))
+        del info["access"], info["given"]
         for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
             info[name] = [redact_url(url) for url in info[name]]
         return info
@@ -266,13 +271,22 @@ def _warn_unverifiable(specs: list, emit: EventSink) -> None:
 
 async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
                    on_progress: Callable[[Snapshot], None] | None = None,
-                   on_engine: Callable[[Engine], None] | None = None) -> TransferResult:
+                   on_engine: Callable[[Engine], None] | None = None,
+                   client: object | None = None) -> TransferResult:
     """Discover ``plan.sources``, fetch them into ``plan.outdir`` and verify every file.
 
     The output directory is locked for the whole transfer (``fileio.lock_directory``): a second
     transfer into it is refused with DiskError before anything is fetched. ``plan.dry_run``:
     discover and report only (``dry_run``), before the directory is even created.
+    ``plan.cluster`` / ``plan.workers``, or a ``distributed.Client`` as ``client``: the files are
+    fetched by a Dask cluster's workers (``dtune.cluster``; this process discovers and commits).
     """
+    scale_out = client is not None or plan.cluster is not None or plan.workers is not None
+    if scale_out and plan.dry_run:
+        raise UsageError("--dry-run lists on this host: it takes no --cluster, --workers or client")
+    if scale_out:
+        from dtune.cluster.run import require_distributed
+        require_distributed()  # (before anything is created: a missing package is a usage error)
     def emit(event: dict) -> None:
         if on_event is not None:
             on_event(event)
@@ -291,6 +305,9 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
         emit({"event": "warning", "reason": f"output directory {plan.outdir}: cannot be locked "
                                              f"here; do not run two transfers into it at once"})
     try:
+        if scale_out:
+            from dtune.cluster.run import cluster_transfer
+            return await cluster_transfer(plan, emit, on_progress, client=client)
         return await _transfer(plan, emit, on_event, on_progress, on_engine)
     finally:
         if lock is not None:
@@ -364,19 +381,57 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
         for task in early.values():
             task.cancel()
         raise
+    try:
+        specs, paths = placed(plan, dataset, emit)
+    except DtuneError:
+        for task in early.values():
+            task.cancel()
+        raise
+    result = await fetch_specs(plan, specs, paths, emit, on_event, on_progress, on_engine,
+                               connect_times=connect_times, early=early)
+    add_unfetched(result, dataset, specs)
+    return result
+
+
+def placed(plan: TransferPlan, dataset: Dataset, emit: EventSink) -> tuple[list, list[Path]]:
+    """The files of ``dataset`` to fetch and their final paths (``place``), its warnings said;
+    DtuneError when there is nothing to fetch (and why)."""
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     _warn_unverifiable(specs, emit)
     if not specs:
-        for task in early.values():
-            task.cancel()
         if dataset.unlisted:
             raise DtuneError(dataset.unlisted[0][1] + (f" (and {len(dataset.unlisted) - 1} more directories)"
                                                        if len(dataset.unlisted) > 1 else ""))
         if not plan.selection().everything:
             raise DtuneError("nothing to fetch: no listed file is selected by --include/--exclude/--max-depth")
         raise DtuneError("nothing to fetch: the sources list no files")
+    return specs, paths
+
+
+def add_unfetched(result: TransferResult, dataset: Dataset, specs: list) -> None:
+    """Fail, in ``result``, the directories that could not be listed and the files refused for an
+    unsafe path: exit 0 means the whole tree."""
+    for relpath, reason in dataset.unlisted:
+        result.files.append(FileResult(relpath, "failed", None, reason))
+    refused = len(dataset.files) - len(specs)
+    if refused:
+        kept = {s.relpath for s in specs}
+        for spec in dataset.files:
+            if spec.relpath not in kept:
+                result.files.append(FileResult(spec.relpath, "failed", spec.size,
+                                               f"{spec.relpath}: refused (unsafe output path)"))
+
+
+async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: EventSink,
+                      on_event: EventSink | None, on_progress: Callable[[Snapshot], None] | None = None,
+                      on_engine: Callable[[Engine], None] | None = None, *, connect_times: dict | None = None,
+                      early: dict | None = None) -> TransferResult:
+    """Tune and run the engine on files already discovered and placed (``specs`` may carry
+    ``Piece``s: a cluster shard's share of a file). What ``transfer`` does after discovery, and
+    what each worker of a cluster transfer runs on its shard (``dtune.cluster.worker``)."""
+    early = early or {}
     try:
         tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)
     finally:
@@ -424,14 +479,5 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                      "initial": {n: p.as_dict() for n, p in tplan.params.items()},
                      "final": {n: p.params.as_dict() for n, p in engine.partitions.items()},
                      "partitions": {n: sum(1 for x in tplan.partition_of if x == n) for n in tplan.params}}
-    for relpath, reason in dataset.unlisted:  # exit 0 means the whole tree: a hole fails the run
-        result.files.append(FileResult(relpath, "failed", None, reason))
-    refused = len(dataset.files) - len(specs)
-    if refused:
-        kept = {s.relpath for s in specs}
-        for spec in dataset.files:
-            if spec.relpath not in kept:
-                result.files.append(FileResult(spec.relpath, "failed", spec.size,
-                                               f"{spec.relpath}: refused (unsafe output path)"))
     return result
 

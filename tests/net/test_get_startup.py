@@ -22,7 +22,7 @@ import json, sys
 from dtune.cli import main
 code = main(sys.argv[1:])
 heavy = ("sqlalchemy", "rich", "numpy", "truststore", "dtune.bench", "dtune.testbed", "dtune.model.tree", "dtune.server",
-         "dtune.commands.demo", "dtune.history.store")
+         "dtune.commands.demo", "dtune.history.store", "dask", "distributed", "dtune.cluster")
 print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
                                                  or any(m == h or m.startswith(h + ".") for h in heavy))}))
 """

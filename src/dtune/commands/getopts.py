@@ -28,6 +28,7 @@ from dtune.tuners.registry import help_text as tuner_help
 
 GROUPS = {  # --help shows them in this order
     "tuning": "tuning (unset values are chosen by dtune)",
+    "cluster": "scale-out (Dask)",
     "replicas": "replicas",
     "access": "headers, credentials, proxies and TLS",
     "s3": "S3 buckets (s3://BUCKET/PREFIX/)",
@@ -103,6 +104,17 @@ OPTIONS: list[Option] = [
     Option(("--model",), "dtree: the model file (default: where `dtune model build` writes, "
            "~/.local/share/dtune/model.json; else the demo model shipped with dtune)", "tuning",
            metavar="PATH"),
+    # ── cluster: scale-out on Dask (dtune/cluster) ─────────────────────────────────────────────
+    Option(("--cluster",), "run the transfer on the Dask cluster whose scheduler is at ADDRESS "
+           "(tcp://host:8786): the files are packed into shards by size (large ones split by byte "
+           "range), each worker fetches its shards into DIR, which every worker must see as the same "
+           "shared file system (checked first). --max-connections-per-host is shared among the nodes; each "
+           "node tunes its own connections within its share (the nodes' searches are not revised from "
+           "their aggregate rate: not implemented). Needs pip install 'dtune[cluster]'; see docs/cluster.md",
+           "cluster", metavar="ADDRESS"),
+    Option(("--workers",), "run the transfer on a local Dask cluster of N worker processes, started "
+           "for it and closed at the end (as --cluster, on this host)", "cluster",
+           parse=argtypes.positive, metavar="N"),
     # ── replicas ────────────────────────────────────────────────────────────────────────────
     Option(("--mirror",), "another URL serving the same data (repeatable): a file URL for a file "
            "source, a directory URL with the same tree for a directory source; all replicas are "
@@ -270,6 +282,11 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
     if any(source[:5].lower() == "s3://" for source in sources):
         from dtune.http.awsconfig import s3_settings
         s3 = s3_settings(v, os.environ if environ is None else environ)
+    if v["cluster"] is not None and v["workers"] is not None:
+        raise UsageError("--cluster and --workers: give one (an existing cluster, or a local one of N workers)")
+    if (v["cluster"] is not None or v["workers"] is not None) and v["dry_run"]:
+        raise UsageError("--dry-run lists on this host: it takes no --cluster or --workers")
+    given = {"sources": list(sources), "values": dict(v)}  # what a cluster's worker builds its plan from
     access, sources, mirrors = build_access(v, list(sources), list(v["mirror"] or []), environ, s3=s3)
     return TransferPlan(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
                         mirrors=mirrors, options=options, tuner=v["tuner"], access=access,
@@ -280,4 +297,5 @@ def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
                         max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
                         include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
                         dry_run=v["dry_run"], checksum=v["checksum"],
-                        checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"])
+                        checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"],
+                        cluster=v["cluster"], workers=v["workers"], given=given)

@@ -241,10 +241,10 @@ class Engine:
         update = self.options.update
         states = await asyncio.to_thread(lambda: [f.resume_state(update) for f in self.files])
         sizes_known = all(f.size is not None for f in self.files)
-        acct.bytes_total = sum(f.size or 0 for f in self.files) if sizes_known else None
+        acct.bytes_total = sum(f.wanted or 0 for f in self.files) if sizes_known else None
         acct.files_total = len(self.files)
         for name, part in self.partitions.items():
-            acct.partition_totals[name] = [sum(f.size or 0 for f in part.files), len(part.files), 0, 0]
+            acct.partition_totals[name] = [sum(f.wanted or 0 for f in part.files), len(part.files), 0, 0]
             acct.partition_params[name] = part.params
         for f, state in zip(self.files, states, strict=True):
             totals = acct.partition_totals[f.partition]
@@ -260,7 +260,7 @@ class Engine:
                 acct.bytes_resumed += f.resumed
                 totals[3] += f.resumed
             else:
-                f.journaled = f.size is None or f.size > self.options.split_threshold
+                f.journaled = f.size is None or f.size > self.options.split_threshold or f.piece is not None
             f.plan()
             self._remaining += 1
             self.partitions[f.partition].queue.append(f)

@@ -92,7 +92,8 @@ class FileState:
         self.checksum = spec.checksum       # what verifies the bytes beyond their size (None: size only)
         self.final_path = str(final_path)
         self.part_path = self.final_path + PART_SUFFIX
-        self.journal_path = self.final_path + JOURNAL_SUFFIX
+        self.piece = spec.piece             # a cluster shard's share of the file (``dataset.Piece``)
+        self.journal_path = self.final_path + JOURNAL_SUFFIX + (f".{spec.piece.tag}" if spec.piece else "")
         self.partition = partition
         self.status = "queued"
         self.error: str | None = None
@@ -132,14 +133,27 @@ class FileState:
     def plan(self) -> None:
         """Set ``unassigned`` once the size is known."""
         if self.size is not None:
-            self.unassigned = self.done.complement(self.size)
+            self.unassigned = self.todo()
+
+    def todo(self) -> RangeSet:
+        """The bytes this engine still fetches: those of the file, or of its piece, not on disk."""
+        gaps = self.done.complement(self.size or 0)
+        if self.piece is not None:
+            gaps.remove(0, self.piece.start)
+            gaps.remove(self.piece.end, max(self.size or 0, self.piece.end))
+        return gaps
+
+    @property
+    def wanted(self) -> int | None:
+        """Bytes this engine moves for the file: its size, or its piece's."""
+        return self.piece.size if self.piece is not None else self.size
 
     def learn_size(self, size: int, start: int, end: int | None, split_threshold: int) -> None:
         """A response said the size; the request [start, end) that said it is being fetched."""
         self.size = size
         if not self.done:
             self.journaled = size > split_threshold
-        self.unassigned = self.done.complement(size)
+        self.unassigned = self.todo()
         if end is not None:
             self.unassigned.remove(start, end)
         else:
@@ -190,6 +204,8 @@ class FileState:
     def complete(self) -> bool:
         if self.size is None:
             return False
+        if self.piece is not None:
+            return self.done.covers(self.piece.start, self.piece.end)
         if self.size == 0:
             return self.done_zero
         return self.done.covers(0, self.size)
@@ -208,8 +224,9 @@ class FileState:
     # ---- disk ----------------------------------------------------------------
     def resume_state(self, update: bool = False) -> str:
         """Look at the disk before transferring: 'skip', 'resume' or 'fresh' (a fresh file may
-        carry ``if_modified_since``). ``update``: --update (see ``on_disk``). Blocking."""
-        if os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
+        carry ``if_modified_since``). ``update``: --update (see ``on_disk``). A piece is never
+        skipped here: its parent decided to fetch the file. Blocking."""
+        if self.piece is None and os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
             try:
                 st = os.stat(self.final_path)
                 decision = on_disk(st.st_size, st.st_mtime, size=self.size, mtime=self.spec.mtime,
@@ -225,7 +242,8 @@ class FileState:
             except (OSError, ImportError):  # (ImportError: crc32c missing; verify says so after the fetch)
                 pass
         state = read_journal(self.journal_path)
-        if state and header_matches(state.header, url=self.url, size=self.size, checksum=self.checksum):
+        if state and header_matches(state.header, url=self.url, size=self.size, checksum=self.checksum) \
+                and state.header.get("piece") == self._piece_header():
             try:
                 part_size = os.path.getsize(self.part_path)
             except OSError:
@@ -254,7 +272,8 @@ class FileState:
             return
         try:
             fresh = not self.done
-            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh else 0)
+            # a piece shares its part file with the file's other pieces: never truncated here
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh and self.piece is None else 0)
             try:
                 self.fd = open_nofollow(self.part_path, flags)
             except FileNotFoundError:
@@ -262,8 +281,9 @@ class FileState:
                 os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
                 self.fd = open_nofollow(self.part_path, flags)
             if fresh and self.size and self.journaled:
+                start, length = (self.piece.start, self.piece.size) if self.piece else (0, self.size)
                 try:
-                    os.posix_fallocate(self.fd, 0, self.size)
+                    os.posix_fallocate(self.fd, start, length)
                 except OSError as exc:
                     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
                         raise
@@ -272,10 +292,16 @@ class FileState:
                 header = {"url": self.url, "size": self.size,
                           "checksum": checksums.text(self.checksum) if self.checksum else None,
                           **(self.validators or Validators()).to_header()}
+                if self.piece is not None:
+                    header["piece"] = self._piece_header()
                 self.journal = Journal(self.journal_path, header, fresh=fresh)
         except OSError as exc:
             self.close_files()
             raise disk_error(self.part_path, exc) from None
+
+    def _piece_header(self) -> list[int] | None:
+        """What a piece's journal header says of it (None for a whole file's journal)."""
+        return None if self.piece is None else [self.piece.start, self.piece.end]
 
     def record(self, start: int, end: int) -> None:
         if end > start:
@@ -320,6 +346,7 @@ class FileState:
         Returns None when the bytes are right, else the reason (the part file
         and journal are then removed: their bytes are wrong; but not when the
         checksum could not be computed here, which says nothing of the bytes).
+        A piece is not verified here: its bytes are part of a file another process verifies.
         """
         try:
             if self.fd < 0:
@@ -327,6 +354,8 @@ class FileState:
                     self.fd = open_nofollow(self.part_path, os.O_RDWR)
                 except FileNotFoundError:  # a zero-length file: no response opened one
                     self.open_for_write()
+            if self.piece is not None:
+                return None
             actual = os.fstat(self.fd).st_size
             if self.size is not None and actual > self.size:
                 os.ftruncate(self.fd, self.size)
@@ -355,7 +384,22 @@ class FileState:
         return None
 
     def finish(self) -> str | None:
-        """Atomically rename the verified, durable part file into place. Blocking."""
+        """Atomically rename the verified, durable part file into place. Blocking.
+
+        A piece is only made durable, its journal with it: the part file stays for its other
+        pieces, and whoever holds them all renames it (``dtune.cluster.pieces``)."""
+        if self.piece is not None:
+            try:
+                self.close_files()
+                fd = os.open(self.journal_path, os.O_RDONLY | os.O_NOFOLLOW)
+                try:  # (its descriptor was closed when the piece was queued for this commit)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                return None
+            except OSError as exc:
+                self.close_files()
+                return str(disk_error(self.journal_path, exc))
         try:
             self.close_files()
             os.replace(self.part_path, self.final_path)

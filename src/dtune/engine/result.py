@@ -25,6 +25,7 @@ class TransferResult:
     samples: list[dict] = field(default_factory=list)
     energy: dict | None = None  # {"joules", "kind", "seconds", "watts", "note"} when metered
     dry_run: bool = False       # --dry-run: ``files`` says what would be done, nothing was
+    nodes: dict | None = None   # a cluster transfer's bytes, rate and files per node (``dtune.cluster``)
 
     @property
     def failed(self) -> list[FileResult]:

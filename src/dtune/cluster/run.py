@@ -1,0 +1,372 @@
+"""The parent of a cluster transfer: discover, pack, check the nodes, submit, gather, commit.
+
+The Dask side runs with the synchronous ``distributed.Client`` in a thread of its own (the
+client keeps its own event loop); its events come back to the transfer's loop through
+``call_soon_threadsafe``. Faults (docs/cluster.md):
+
+* a worker that dies mid-shard: Dask runs the task again on another worker (``retries``),
+  which resumes every file and piece from its journal on the shared file system;
+* a lost scheduler: ``DtuneError`` "cluster ADDRESS: lost the scheduler ..."; what the
+  workers journalled stays, and the same command resumes it;
+* a node that does not see the output directory: ``NodeError`` before any byte moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from dtune.accounting import OriginView, Snapshot
+from dtune.cluster import marker as markers
+from dtune.cluster import pieces as split
+from dtune.cluster.shard import cap_share, pack, pieces_of
+from dtune.dataset import FileSpec, Piece
+from dtune.engine.journal import JOURNAL_SUFFIX
+from dtune.engine.result import FileResult, TransferResult
+from dtune.errors import DtuneError, UsageError
+
+RETRIES = 2            # a shard whose worker died runs again on another one, at most this often
+START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
+LOST_AFTER = 10.0      # seconds without the scheduler after which the transfer gives up on it
+POLL = 0.1             # seconds between looks at the shards' futures
+TUNER_NOTE = ("cluster: each node tunes its own connections within its share of the per-origin cap; "
+              "the nodes' searches are not revised from the aggregate rate (not implemented)")
+
+EventSink = Callable[[dict], None]
+
+
+def require_distributed() -> None:
+    """UsageError, saying what to install, when dask's distributed is not importable."""
+    if importlib.util.find_spec("distributed") is None:
+        raise UsageError("--cluster/--workers need Dask distributed: pip install 'dtune[cluster]'")
+
+
+def nodes_summary(results: list[dict]) -> dict[str, dict]:
+    """Bytes, rate and files per node from the shards' results (``worker.run_shard``); the rate is
+    over the seconds the node spent on its shards. Pure."""
+    nodes: dict[str, dict] = {}
+    for r in results:
+        n = nodes.setdefault(r["node"], {"host": r.get("host"), "bytes": 0, "seconds": 0.0, "files": 0,
+                                         "pieces": 0, "shards": 0, "retries": 0})
+        n["bytes"] += r["bytes"]
+        n["seconds"] += r["seconds"]
+        n["shards"] += 1
+        n["retries"] += r.get("retries", 0)
+        piece_files = {p[0] for p in r.get("pieces", [])}
+        n["pieces"] += len(r.get("pieces", []))
+        n["files"] += sum(1 for f in r["files"] if f[1] in ("done", "skipped") and f[0] not in piece_files)
+    for n in nodes.values():
+        n["rate_mbps"] = round(n["bytes"] * 8 / 1e6 / n["seconds"], 3) if n["seconds"] > 0 else 0.0
+        n["seconds"] = round(n["seconds"], 3)
+    return nodes
+
+
+def splittable(spec: FileSpec, final: Path, listings: dict[Path, set[str]]) -> bool:
+    """May the file be split by range? Its size must be known, and no finished copy may be in
+    place (that one the engine judges whole: skip, or fetch again), unless journals say a
+    transfer of it is under way. ``listings``: directory → names, read once per directory."""
+    if not spec.size:
+        return False
+    names = listings.get(final.parent)
+    if names is None:
+        try:
+            names = listings[final.parent] = set(os.listdir(final.parent))
+        except OSError:
+            names = listings[final.parent] = set()
+    if final.name not in names:
+        return True
+    journal = final.name + JOURNAL_SUFFIX
+    return any(n == journal or n.startswith(journal + ".") for n in names)
+
+
+class Aggregate:
+    """The latest progress of every shard, summed into one snapshot for the progress bar."""
+
+    def __init__(self, total: int | None, files: int) -> None:
+        self.total, self.files = total, files
+        self.start = time.monotonic()
+        self.latest: dict[tuple[str, int], dict] = {}   # (node, shard) → its last node_progress
+        self.finished: set[tuple[str, int]] = set()
+        self.files_done = 0
+        self.files_failed = 0
+
+    def event(self, event: dict) -> None:
+        key = (str(event.get("node")), int(event.get("shard", -1)))
+        kind = event.get("event")
+        if kind == "node_progress":
+            self.latest[key] = event
+        elif kind == "file_done":
+            self.files_done += 1
+        elif kind == "error":
+            self.files_failed += 1
+
+    def snapshot(self) -> Snapshot:
+        moved = sum(e.get("bytes", 0) for e in self.latest.values())
+        resumed = sum(e.get("bytes_resumed", 0) for k, e in self.latest.items())
+        rate = sum(e.get("rate_mbps", 0.0) for k, e in self.latest.items() if k not in self.finished) * 1e6 / 8
+        left = None if self.total is None else max(0, self.total - moved - resumed)
+        return Snapshot(elapsed=time.monotonic() - self.start, bytes=moved, bytes_resumed=resumed,
+                        bytes_total=self.total, rate=rate, rate_inst=rate,
+                        eta=None if left is None or rate <= 0 else left / rate, files_total=self.files,
+                        files_done=self.files_done, files_skipped=0, files_failed=self.files_failed,
+                        retries=sum(e.get("retries", 0) for e in self.latest.values()),
+                        connections=sum(e.get("connections", 0) for k, e in self.latest.items()
+                                        if k not in self.finished), rtt=None)
+
+
+class Session:
+    """One cluster transfer's Dask side (``run`` in a thread of its own)."""
+
+    def __init__(self, plan, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
+                 aggregate: Aggregate) -> None:
+        self.plan, self.specs, self.paths, self.emit, self.aggregate = plan, specs, paths, emit, aggregate
+        self.stop = threading.Event()
+        self.topic = f"dtune-{uuid.uuid4().hex[:12]}"
+        self.address = plan.cluster or "local"
+        self._connected = time.monotonic()
+
+    # ---- the steps -----------------------------------------------------------------------------
+    def run(self, client=None) -> TransferResult:  # noqa: ANN001
+        from distributed import Client
+
+        own_cluster = own_client = None
+        quiet = _Quiet() if client is None else None  # (a caller's own client logs as they set it)
+        try:
+            began = time.monotonic()
+            if client is None:
+                if self.plan.workers is not None:
+                    own_cluster = _local_cluster(self.plan.workers)
+                    self.address = own_cluster.scheduler_address
+                    own_client = client = Client(own_cluster, set_as_default=False)
+                else:
+                    try:
+                        own_client = client = Client(self.plan.cluster, set_as_default=False,
+                                                     timeout=max(2.0, self.plan.options.connect_timeout))
+                    except (OSError, TimeoutError) as exc:
+                        raise DtuneError(f"cluster {self.plan.cluster}: cannot reach the scheduler: {exc}") from None
+            else:
+                self.address = client.scheduler.address
+            return self._run(client, time.monotonic() - began)
+        finally:
+            if own_client is not None:
+                own_client.close()
+            if own_cluster is not None:
+                own_cluster.close()
+            if quiet is not None:
+                quiet.restore()
+
+    def _run(self, client, started: float) -> TransferResult:  # noqa: ANN001
+        try:
+            client.wait_for_workers(self.plan.workers or 1, timeout=START_TIMEOUT)
+            workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            path, token = markers.write_marker(self.plan.outdir)
+            try:
+                return self._transfer(client, workers, path, token, started)
+            finally:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+        except DtuneError:
+            raise
+        except (OSError, TimeoutError, asyncio.CancelledError) as exc:
+            if self.stop.is_set():
+                raise
+            raise DtuneError(f"cluster {self.address}: lost the scheduler ({type(exc).__name__}: {exc}); "
+                             f"the same command resumes what the workers journalled") from None
+
+    def _transfer(self, client, workers: list[str], path: str, token: str, started: float) -> TransferResult:  # noqa: ANN001
+        from dtune.cluster.worker import run_shard
+
+        # every node sees the parent's output directory, or nothing moves
+        try:
+            seen = client.run(markers.check_marker, path, token)
+        except (ImportError, AttributeError, TypeError) as exc:  # an old dtune, or none, on a worker
+            raise DtuneError(f"cluster {self.address}: a worker cannot run dtune's shards ({type(exc).__name__}: "
+                             f"{exc}): install this dtune on every worker") from None
+        for node, problem in sorted(seen.items()):
+            if problem is not None:
+                raise markers_error(node, problem)
+        nodes = len(workers)
+        listings: dict[Path, set[str]] = {}
+        whole = [not splittable(s, p, listings) for s, p in zip(self.specs, self.paths, strict=True)]
+        shards = pack([s.size for s in self.specs], nodes, whole=whole)
+        split_files = pieces_of(shards)
+        for index, ranges in split_files.items():
+            split.prepare(str(self.paths[index]), self.specs[index].size, [(s, e) for s, e, _ in ranges])
+        cap = cap_share(self.plan.max_per_host, nodes)
+        self.emit({"event": "cluster", "scheduler": self.address, "workers": workers,
+                   "start_seconds": round(started, 3), "shards": len(shards),
+                   "split_files": len(split_files), "cap_per_node": cap, "cap": self.plan.max_per_host,
+                   "reason": [TUNER_NOTE]})
+        tasks = [self.task(shard, cap, path, token) for shard in shards]
+        client.subscribe_topic(self.topic, self._heard)
+        futures = []
+        try:
+            futures = [client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}")
+                       for t in tasks]
+            results = []
+            for future in self._completed(client, futures):
+                if future.status == "error":
+                    exc = future.exception()
+                    raise exc if isinstance(exc, DtuneError) else DtuneError(
+                        f"cluster {self.address}: shard {future.key}: {type(exc).__name__}: {exc}")
+                if future.status == "cancelled":
+                    raise asyncio.CancelledError(f"the scheduler cancelled shard {future.key}")
+                r = future.result()
+                self.aggregate.finished.add((r["node"], r["shard"]))
+                results.append(r)
+        finally:
+            try:
+                client.cancel(futures)
+                client.unsubscribe_topic(self.topic)
+            except Exception:  # noqa: BLE001 (the scheduler may be gone: nothing left to tidy there)
+                pass
+        return self._result(results, split_files)
+
+    def _completed(self, client, futures: list):  # noqa: ANN001, ANN202 (an iterator of futures)
+        """Each future as it finishes (polled: ``as_completed`` wants a default client). Raises
+        OSError once the client has lost the scheduler, CancelledError when the transfer stops."""
+        pending = list(futures)
+        while pending:
+            if self.stop.is_set():
+                raise asyncio.CancelledError()
+            if client.status not in ("running", "connecting", "newly-created"):
+                raise OSError(f"the client is {client.status}")
+            if client.status == "connecting" and time.monotonic() - self._connected > LOST_AFTER:
+                raise OSError(f"no answer from the scheduler for {LOST_AFTER:.0f} s")
+            if client.status == "running":
+                self._connected = time.monotonic()
+            ready = [f for f in pending if f.done()]
+            for future in ready:
+                pending.remove(future)
+                yield future
+            if not ready:
+                time.sleep(POLL)
+
+    def task(self, shard, cap: int, path: str, token: str) -> dict:  # noqa: ANN001
+        specs, paths = [], []
+        for u in shard.units:
+            spec = self.specs[u.index]
+            if u.start is not None and u.end is not None:
+                spec = _with_piece(spec, Piece(u.start, u.end, split.tag(u.start, u.end)))
+            specs.append(spec)
+            paths.append(str(self.paths[u.index]))
+        return {"shard": shard.id, "specs": specs, "paths": paths, "outdir": self.plan.outdir,
+                "given": self.plan.given, "cap": cap, "marker": path, "token": token, "topic": self.topic,
+                "note": TUNER_NOTE}
+
+    def _heard(self, event: tuple) -> None:
+        self.emit(event[1])
+
+    def _result(self, results: list[dict], split_files: dict) -> TransferResult:
+        """One result: the whole files as their shards reported them, the split files committed here."""
+        out = TransferResult()
+        split_names = {self.specs[i].relpath for i in split_files}
+        for r in results:
+            for relpath, status, size, error, checksum in r["files"]:
+                if relpath not in split_names:
+                    out.files.append(FileResult(relpath, status, size, error, checksum))
+        for index, ranges in split_files.items():
+            f = split.commit(self.specs[index], str(self.paths[index]), [(s, e) for s, e, _ in ranges])
+            out.files.append(f)
+            if f.status == "done":
+                self.emit({"event": "file_done", "file": f.relpath, "size": f.size, "checksum": f.checksum,
+                           "pieces": len(ranges), "node": "parent"})
+            else:
+                self.emit({"event": "error", "file": f.relpath, "reason": f.error, "node": "parent"})
+        out.nodes = nodes_summary(results)
+        moved = sum(n["bytes"] for n in out.nodes.values())
+        snap = self.aggregate.snapshot()
+        snap.bytes = moved
+        snap.bytes_resumed = sum(r["bytes_resumed"] for r in results)
+        snap.files_done = sum(1 for f in out.files if f.status == "done")
+        snap.files_skipped = sum(1 for f in out.files if f.status == "skipped")
+        snap.files_failed = sum(1 for f in out.files if f.status == "failed")
+        for r in results:
+            for origin, (nbytes, requests) in r.get("origins", {}).items():
+                view = snap.origins.setdefault(origin, OriginView(0, 0, 0.0))
+                view.bytes += nbytes
+                view.requests += requests
+        out.snapshot = snap
+        out.tuning = {"tuner": "cluster", "note": TUNER_NOTE,
+                      "shards": {str(r["shard"]): {"node": r["node"], **r["tuning"]} for r in results}}
+        return out
+
+
+class _Quiet:
+    """Silences distributed's loggers while dtune's own client and cluster run: they would print
+    tracebacks on stderr for what dtune reports in one line (a lost scheduler, a closed worker)."""
+
+    def __init__(self) -> None:
+        import logging
+        names = ["distributed", "tornado", "asyncio"] + [n for n in logging.root.manager.loggerDict
+                                                        if n.startswith("distributed.")]
+        self.levels = {}
+        for name in names:
+            log = logging.getLogger(name)
+            self.levels[name] = log.level
+            log.setLevel(logging.CRITICAL + 1)
+
+    def restore(self) -> None:
+        import logging
+        for name, level in self.levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def markers_error(node: str, problem: str) -> DtuneError:
+    from dtune.cluster.worker import NodeError
+    return NodeError(f"worker {node}: {problem}; nothing was fetched")
+
+
+def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
+    import dataclasses
+    return dataclasses.replace(spec, piece=piece)
+
+
+def _local_cluster(n: int):  # noqa: ANN202 (a distributed.LocalCluster)
+    from distributed import LocalCluster
+    return LocalCluster(n_workers=n, processes=True, threads_per_worker=1, host="127.0.0.1",
+                        dashboard_address=None, silence_logs=50)
+
+
+async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,  # noqa: ANN001
+                           client=None) -> TransferResult:  # noqa: ANN001
+    """``transfer`` on a Dask cluster, once the output directory is there and locked."""
+    from dtune.transfer import _discover, add_unfetched, placed
+
+    dataset, _ = await _discover(plan)
+    specs, paths = placed(plan, dataset, emit)
+    loop = asyncio.get_running_loop()
+    aggregate = Aggregate(sum(s.size or 0 for s in specs) if all(s.size is not None for s in specs) else None,
+                          len(specs))
+
+    def heard(event: dict) -> None:  # on the client's thread
+        loop.call_soon_threadsafe(_deliver, event)
+
+    def _deliver(event: dict) -> None:
+        aggregate.event(event)
+        emit(event)
+
+    session = Session(plan, specs, paths, heard, aggregate)
+    ticker = asyncio.ensure_future(_tick(aggregate, on_progress))
+    try:
+        result = await asyncio.to_thread(session.run, client)
+    finally:
+        session.stop.set()
+        ticker.cancel()
+    await asyncio.sleep(0)  # (events handed over by the client's thread are delivered first)
+    add_unfetched(result, dataset, specs)
+    return result
+
+
+async def _tick(aggregate: Aggregate, on_progress: Callable[[Snapshot], None] | None) -> None:
+    while on_progress is not None:
+        await asyncio.sleep(1.0)
+        on_progress(aggregate.snapshot())

@@ -1,0 +1,88 @@
+"""What a Dask worker runs for one shard: the ordinary engine, with its own tuner.
+
+``run_shard`` is the Dask task. It checks the shared-output marker first (``marker``), builds
+its own ``TransferPlan`` from the option values the parent was given (an ``Access`` holds TLS
+contexts and credential sources that do not travel; each node reads its own .netrc and
+environment), with the per-origin connection cap shared among the nodes, and runs
+``transfer.fetch_specs`` on the shard's files and pieces. Its events go to the parent through
+the scheduler's event log (``Worker.log_event``), each with the node's address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+from dtune.errors import DtuneError
+
+
+class NodeError(DtuneError):
+    """This node must not fetch: it does not see the parent's output directory."""
+
+
+def _plain(event: dict) -> dict:
+    """The event as msgpack-able plain data (what the event log carries)."""
+    return json.loads(json.dumps(event, default=str))
+
+
+def run_shard(task: dict) -> dict:
+    """Fetch one shard (``run.Session.task`` says what it holds); return its results as plain data.
+
+    Runs in a worker thread: the engine gets an event loop of its own."""
+    from distributed import get_worker
+
+    from dtune.cluster.marker import check_marker
+
+    worker = get_worker()
+    node = worker.address
+    problem = check_marker(task["marker"], task["token"])
+    if problem is not None:
+        raise NodeError(f"worker {node}: {problem}")
+    topic = task["topic"]
+    pieces = {spec.relpath for spec in task["specs"] if spec.piece is not None}
+
+    def send(event: dict) -> None:
+        event = {**event, "node": node, "shard": task["shard"]}
+        if event.get("event") == "file_done" and event.get("file") in pieces:
+            event["event"] = "piece_done"  # the parent commits the file once all its pieces are in
+        elif event.get("event") == "tuning":
+            event["reason"] = [*(event.get("reason") or []), task["note"]]
+        worker.log_event(topic, _plain(event))
+
+    return asyncio.run(_run(task, node, send))
+
+
+def shard_plan(task: dict):  # noqa: ANN201 (a TransferPlan; imported late)
+    """This node's plan: the parent's options, its share of the per-origin cap, no cluster."""
+    from dtune.commands.getopts import build_plan
+    from dtune.config import Value
+
+    values = dict(task["given"]["values"])
+    values.update(cluster=None, workers=None, max_connections_per_host=task["cap"], dry_run=False)
+    plan = build_plan(task["given"]["sources"], task["outdir"],
+                      {name: Value(value, "cluster parent") for name, value in values.items()})
+    plan.energy = False  # one meter per node would each count the host's whole package power
+    return plan
+
+
+async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
+    from dtune.progress import progress_event
+    from dtune.transfer import fetch_specs
+
+    plan = shard_plan(task)
+    paths = [Path(p) for p in task["paths"]]
+
+    def progress(snap) -> None:  # noqa: ANN001
+        send({**progress_event(snap), "event": "node_progress"})
+
+    result = await fetch_specs(plan, task["specs"], paths, send, send, progress)
+    snap = result.snapshot
+    return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
+            "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],
+            "pieces": [[s.relpath, s.piece.start, s.piece.end] for s in task["specs"] if s.piece is not None],
+            "bytes": snap.bytes if snap else 0, "bytes_resumed": snap.bytes_resumed if snap else 0,
+            "seconds": snap.elapsed if snap else 0.0, "retries": snap.retries if snap else 0,
+            "origins": {o: [v.bytes, v.requests] for o, v in snap.origins.items()} if snap else {},
+            "tuning": _plain(result.tuning)}

@@ -1,0 +1,359 @@
+"""One transfer across the workers of a real Dask cluster on loopback (``dtune.cluster``).
+
+The workers are real processes (``distributed.LocalCluster`` with processes, or ``dask scheduler``
+and ``dask worker`` subprocesses where a test kills the scheduler or starts a worker in a mount
+namespace of its own); the servers are nginx or the fake server on 127.0.0.1; ``dtune get`` runs
+as a subprocess. Every cluster and process is closed at teardown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.fakeserver import FakeServer
+from support.harness import assert_exact, assert_one_line_error, get_argv, run_get, tree
+from support.realservers import Nginx, Unavailable, public_dir
+
+distributed = pytest.importorskip("distributed")
+
+MB = 1_000_000
+RNG = random.Random(16)
+TREE = {"big.bin": RNG.randbytes(30 * MB), "mid.bin": RNG.randbytes(5 * MB),
+        **{f"sub/s{i:02d}.bin": RNG.randbytes(RNG.randrange(1, 120_000)) for i in range(40)},
+        "sub/deeper/empty.bin": b"", "sub/deeper/one.bin": b"x"}
+
+
+def local_cluster(n: int):
+    return distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1, host="127.0.0.1",
+                                    dashboard_address=None, silence_logs=50)
+
+
+@pytest.fixture(scope="module")
+def nginx_tree() -> Iterator[Nginx]:
+    root = public_dir("dtune-cluster-www-")
+    for rel, data in TREE.items():
+        path = root / "d" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for name in files:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+    try:
+        with Nginx(root) as server:
+            yield server
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def out() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="dtune-cluster-out-"))
+    yield path / "o"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_mixed_tree_with_three_local_workers_is_byte_exact_with_a_summary_per_node(env, nginx_tree, out):
+    outcome = run_get(env, [nginx_tree.base + "/d/"], out, "--workers", "3", timeout=180)
+    assert_exact(outcome, out, TREE)
+    cluster = outcome.of("cluster")[0]
+    assert len(cluster["workers"]) == 3 and cluster["split_files"] >= 1
+    print(f"\nlocal 3-worker cluster started in {cluster['start_seconds']} s")
+    nodes = outcome.summary["nodes"]
+    assert set(nodes) <= set(cluster["workers"]) and len(nodes) >= 2
+    assert sum(n["bytes"] for n in nodes.values()) >= len(TREE["big.bin"])
+    assert all(n["rate_mbps"] > 0 for n in nodes.values() if n["bytes"])
+    worker_events = [e for e in outcome.events if e["event"] in ("start", "piece_done", "tuning")]
+    assert worker_events and all(e["node"] in cluster["workers"] for e in worker_events)
+    assert len(outcome.of("piece_done")) >= 2  # the big file came in pieces from several shards
+    done = {e["file"] for e in outcome.of("file_done")}
+    assert done == set(TREE)
+    again = run_get(env, [nginx_tree.base + "/d/"], out, "--workers", "3", timeout=180)
+    assert_exact(again, out, TREE)  # a rerun of a complete transfer skips every file
+    assert again.summary["files_skipped"] == len(TREE) and again.summary["bytes"] == 0
+
+
+def test_the_python_api_with_workers_and_with_a_client(nginx_tree, out):
+    import dtune
+    events: list[dict] = []
+    result = dtune.get(nginx_tree.base + "/d/", out, workers=2, no_history=True, progress=events.append)
+    assert result.ok and tree(out) == TREE
+    assert len(result.summary["nodes"]) >= 1 and any(e.get("node") for e in events)
+    with local_cluster(2) as cluster, distributed.Client(cluster) as client:
+        again = dtune.get(nginx_tree.base + "/d/", out.with_name("o2"), cluster=client, no_history=True)
+        assert again.ok and tree(out.with_name("o2")) == TREE
+        assert client.status == "running"  # a caller's client is left as it was
+
+
+def test_cluster_and_workers_together_is_a_usage_error(env, out):
+    outcome = run_get(env, ["http://127.0.0.1:9/d/"], out, "--workers", "2", "--cluster", "tcp://127.0.0.1:9")
+    assert outcome.code == 2 and "--cluster and --workers" in outcome.stderr
+
+
+def test_an_unreachable_scheduler_is_one_clear_line_and_nothing_is_fetched(env, nginx_tree, out):
+    outcome = run_get(env, [nginx_tree.base + "/d/"], out, "--cluster", "tcp://127.0.0.1:9", json_events=False)
+    line = assert_one_line_error(outcome, ["cannot reach the scheduler"])
+    assert line.startswith("dtune: cluster tcp://127.0.0.1:9: cannot reach the scheduler"), line
+    assert os.listdir(out) == []
+
+
+def test_start_of_a_local_three_worker_cluster_is_timed():
+    started = time.monotonic()
+    with local_cluster(3) as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(3, timeout=20)
+        seconds = time.monotonic() - started
+    print(f"\nLocalCluster of 3 worker processes up in {seconds:.2f} s (target 3 s)")
+    assert seconds < 20
+
+
+# ---- faults ------------------------------------------------------------------------------------------
+PACED = {"/f0.bin": RNG.randbytes(30 * MB), **{f"/f{i}.bin": RNG.randbytes(12 * MB) for i in (1, 2)},
+         **{f"/g{i}.bin": RNG.randbytes(3 * MB) for i in range(6)}}
+PACED_TOTAL = sum(len(v) for v in PACED.values())
+
+
+def url_list(server: FakeServer, where: Path) -> Path:
+    """A Metalink of ``PACED`` with every size (so that the largest file is split by range)."""
+    listing = where / "paced.meta4"
+    entries = "".join(f'<file name="{name.lstrip("/")}"><size>{len(data)}</size><url>{server.url(name)}</url></file>'
+                      for name, data in PACED.items())
+    listing.write_text(f'<?xml version="1.0" encoding="UTF-8"?><metalink xmlns="urn:ietf:params:xml:ns:metalink">'
+                       f'{entries}</metalink>')
+    return listing
+
+
+def served(server: FakeServer) -> int:
+    return sum(r.sent for r in list(server.requests) if r.method == "GET")
+
+
+class Watch:
+    """Reads a running ``dtune get --json``'s events as they come (``events``), in a thread."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc, self.events = proc, []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.events.append(json.loads(line))
+
+    def moved(self) -> int:
+        latest: dict = {}
+        for e in list(self.events):
+            if e["event"] == "node_progress":
+                latest[(e["node"], e["shard"])] = e["bytes"]
+        return sum(latest.values())
+
+    def last(self, node: str) -> dict | None:
+        return next((e for e in reversed(list(self.events)) if e["event"] == "node_progress"
+                     and e["node"] == node), None)
+
+    def wait(self, timeout: float) -> tuple[int, str]:
+        self.proc.wait(timeout)
+        self.thread.join(10)
+        return self.proc.returncode, self.proc.stderr.read()
+
+
+def test_a_worker_killed_mid_shard_is_replaced_and_its_shard_resumes_from_the_journal(env, tmp_path, out):
+    with FakeServer(dict(PACED), rate=2 * MB) as server, local_cluster(3) as cluster, \
+            distributed.Client(cluster) as client:
+        client.wait_for_workers(3, timeout=30)
+        pids = client.run(os.getpid)
+        proc = subprocess.Popen(get_argv([str(url_list(server, tmp_path))], out, "--cluster",
+                                         cluster.scheduler_address, "--stall-timeout", "5"),
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        watch = Watch(proc)
+        try:
+            deadline = time.monotonic() + 90
+            while watch.moved() < PACED_TOTAL // 2 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.05)
+            victim = next(e["node"] for e in reversed(watch.events) if e["event"] == "node_progress")
+            before = served(server)
+            held = watch.last(victim)
+            os.kill(pids[victim], signal.SIGKILL)
+            code, stderr = watch.wait(120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0, stderr
+    assert tree(out) == {k.lstrip("/"): v for k, v in PACED.items()}
+    assert [e for e in watch.events if e["event"] == "cluster"][0]["split_files"] == 1
+    refetched = served(server) - PACED_TOTAL
+    # in flight on the victim: per connection at most one journal step (1 MiB) not yet journalled,
+    # plus what the server had written into the socket buffers and the paced path (≤ 1 s at 2 MB/s)
+    connections = held["connections"] if held else 1
+    bound = max(1, connections) * (1 << 20) + max(1, connections) * 2 * MB
+    print(f"\nkilled {victim} at {before / PACED_TOTAL:.0%} served with {connections} connections: "
+          f"{refetched} bytes fetched again (bound {bound})")
+    assert refetched <= bound
+    summary = [e for e in watch.events if e["event"] == "summary"][0]
+    assert summary["files_verified"] == len(PACED)
+
+
+class Held:
+    """The most connections to ``127.0.0.1:port`` held at once (client ends, /proc/net/tcp)."""
+
+    def __init__(self, port: int) -> None:
+        self.key, self.most = f"0100007F:{port:04X}", 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _count(self) -> int:
+        ends = set()
+        with open("/proc/net/tcp") as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if fields[2] == self.key and fields[3] in ("01", "02"):  # ESTABLISHED, SYN_SENT
+                    ends.add(fields[1])
+        return len(ends)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.most = max(self.most, self._count())
+            time.sleep(0.002)
+
+    def __enter__(self) -> Held:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="counts in Linux's /proc/net/tcp")
+def test_the_per_origin_cap_holds_across_three_nodes(env, tmp_path, out):
+    files = {f"/c{i:02d}.bin": RNG.randbytes(150_000) for i in range(60)}
+    files.update({f"/C{i}.bin": RNG.randbytes(3 * MB) for i in range(3)})
+    with FakeServer(dict(files), rate=1 * MB) as server:
+        listing = tmp_path / "urls.txt"
+        listing.write_text("".join(server.url(name) + "\n" for name in files))
+        with Held(server.port) as held:
+            outcome = run_get(env, [str(listing)], out, "--workers", "3", "--max-connections-per-host", "6",
+                              "--stall-timeout", "5", timeout=180)
+    assert_exact(outcome, out, {k.lstrip("/"): v for k, v in files.items()})
+    assert outcome.of("cluster")[0]["cap_per_node"] == 2
+    print(f"\nat most {held.most} connections to the server at once (cap 6 over 3 nodes)")
+    assert 3 <= held.most <= 6
+
+
+# ---- clusters of separate processes: a scheduler to kill, a worker in another mount namespace --------
+class DaskProcs:
+    """``dask scheduler`` and ``dask worker`` subprocesses on 127.0.0.1; ``wrap`` prefixes a worker's
+    command (a mount namespace of its own). Every process is killed at ``close``."""
+
+    def __init__(self, where: Path, env: dict[str, str]) -> None:
+        self.where, self.env, self.procs, self.address = where, env, [], ""
+
+    def _start(self, argv: list[str]) -> subprocess.Popen:
+        log = open(self.where / f"dask-{len(self.procs)}.log", "w")  # (read when a test fails)
+        proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                start_new_session=True)
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def scheduler(self, port: int = 0) -> subprocess.Popen:
+        info = self.where / f"scheduler-{len(self.procs)}.json"
+        proc = self._start([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                            "--port", str(port), "--no-dashboard", "--scheduler-file", str(info)])
+        deadline = time.monotonic() + 30
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.address = json.loads(info.read_text())["address"]
+        return proc
+
+    def worker(self, wrap: list[str] = ()) -> subprocess.Popen:
+        return self._start([*wrap, sys.executable, "-m", "distributed.cli.dask_worker", self.address,
+                            "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1", "--death-timeout", "60"])
+
+    def wait_workers(self, n: int) -> None:
+        with distributed.Client(self.address, timeout=30) as client:
+            client.wait_for_workers(n, timeout=90)
+
+    def kill(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            self.kill(proc)
+
+
+@pytest.fixture
+def dask_procs(tmp_path, env) -> Iterator[DaskProcs]:
+    procs = DaskProcs(tmp_path, env)
+    yield procs
+    procs.close()
+
+
+def test_a_lost_scheduler_is_one_clear_line_and_the_rerun_resumes(env, tmp_path, out, dask_procs):
+    with FakeServer(dict(PACED), rate=2 * MB) as server:
+        scheduler = dask_procs.scheduler()
+        address = dask_procs.address
+        workers = [dask_procs.worker(), dask_procs.worker()]
+        dask_procs.wait_workers(2)
+        proc = subprocess.Popen(get_argv([str(url_list(server, tmp_path))], out, "--cluster", address,
+                                         "--stall-timeout", "5", json_events=False),
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while served(server) < PACED_TOTAL // 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            dask_procs.kill(scheduler)
+            for w in workers:  # the whole cluster is gone: nothing may keep writing into DIR
+                dask_procs.kill(w)
+            stdout, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        from support.harness import Outcome
+        line = assert_one_line_error(Outcome(proc.returncode, stdout, stderr, 0.0), ["lost the scheduler"])
+        assert line.startswith(f"dtune: cluster {address}: lost the scheduler"), line
+        first = served(server)
+        dask_procs.scheduler(port=int(address.rsplit(":", 1)[1]))
+        dask_procs.worker(), dask_procs.worker()
+        dask_procs.wait_workers(2)
+        again = run_get(env, [str(url_list(server, tmp_path))], out, "--cluster", address,
+                        "--stall-timeout", "5", timeout=180)
+        assert_exact(again, out, {k.lstrip("/"): v for k, v in PACED.items()})
+        assert again.summary["bytes_resumed"] > 0
+        assert served(server) - first < PACED_TOTAL  # the rerun did not start over
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs unshare -m (root)")
+def test_a_worker_that_does_not_see_the_output_directory_stops_the_transfer_before_any_byte(
+        env, tmp_path, out, dask_procs):
+    out.mkdir(parents=True)
+    dask_procs.scheduler()
+    dask_procs.worker()
+    # this worker sees an empty tmpfs where the output directory is: another file system
+    dask_procs.worker(wrap=["unshare", "-m", "sh", "-c", f"mount -t tmpfs dtune-test {out} && exec \"$@\"", "sh"])
+    dask_procs.wait_workers(2)
+    with FakeServer(dict(PACED), rate=2 * MB) as server:
+        outcome = run_get(env, [str(url_list(server, tmp_path))], out, "--cluster", dask_procs.address,
+                          json_events=False, timeout=120)
+        line = assert_one_line_error(outcome, ["not the shared file system"])
+        assert str(out / ".dtune-cluster-marker") in line and "worker tcp://127.0.0.1:" in line
+        assert served(server) == 0 and not [r for r in server.requests if r.method == "GET"]
+    assert os.listdir(out) == []
