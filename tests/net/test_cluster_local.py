@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conncount import Held
 from support.fakeserver import FakeServer
 from support.harness import assert_exact, assert_one_line_error, get_argv, run_get, tree
 from support.realservers import Nginx, Unavailable, public_dir
@@ -205,38 +206,6 @@ def test_a_worker_killed_mid_shard_is_replaced_and_its_shard_resumes_from_the_jo
     assert refetched <= bound
     summary = [e for e in watch.events if e["event"] == "summary"][0]
     assert summary["files_verified"] == len(PACED)
-
-
-class Held:
-    """The most connections to ``127.0.0.1:port`` held at once (client ends, /proc/net/tcp)."""
-
-    def __init__(self, port: int) -> None:
-        self.key, self.most = f"0100007F:{port:04X}", 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _count(self) -> int:
-        ends = set()
-        with open("/proc/net/tcp") as table:
-            next(table)
-            for line in table:
-                fields = line.split()
-                if fields[2] == self.key and fields[3] in ("01", "02"):  # ESTABLISHED, SYN_SENT
-                    ends.add(fields[1])
-        return len(ends)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.most = max(self.most, self._count())
-            time.sleep(0.002)
-
-    def __enter__(self) -> Held:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="counts in Linux's /proc/net/tcp")

@@ -14,12 +14,11 @@ warning.
 from __future__ import annotations
 
 import random
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.conncount import Held
 from support.fakeserver import FakeServer
 from support.harness import assert_exact, run_get
 
@@ -29,39 +28,6 @@ RNG = random.Random(11)
 FILES = {f"/s{i:02d}.bin": RNG.randbytes(100_000) for i in range(40)}
 FILES.update({f"/L{i}.bin": RNG.randbytes(3_000_000) for i in range(2)})
 EXPECTED = {name.lstrip("/"): data for name, data in FILES.items()}
-
-
-class Held:
-    """The most connections to ``127.0.0.1:port`` the client holds at once, sampled every 2 ms."""
-
-    def __init__(self, port: int) -> None:
-        self.key = f"0100007F:{port:04X}"
-        self.most = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def count(self) -> int:
-        ends = set()   # (distinct: a table read while it changes may repeat a line)
-        with open("/proc/net/tcp") as table:
-            next(table)
-            for line in table:
-                fields = line.split()
-                if fields[2] == self.key and fields[3] in ("01", "02"):   # ESTABLISHED, SYN_SENT
-                    ends.add(fields[1])
-        return len(ends)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.most = max(self.most, self.count())
-            time.sleep(0.002)
-
-    def __enter__(self) -> Held:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 @pytest.fixture
