@@ -160,6 +160,7 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
                       steal_warm_rtts=1.0, stall_timeout=5.0)
 
     async def grow(engine: Engine) -> None:
+        prove_pipelining(engine)  # the first lane pipelines its big ranges from its first request
         await wait_for_bytes(engine, 1 * MIB)
         engine.apply(Params(1, 8, 4), reason="test: more connections")
     shed: list[str] = []
