@@ -10,7 +10,7 @@ returns a plain, JSON-ready picture that tuners, the progress display,
 
 from __future__ import annotations
 
-import statistics
+from dtune.stats import median
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
@@ -149,7 +149,7 @@ class Accounting:
 
     def rtt_median(self) -> float | None:
         """Median of the recent connect times, seconds."""
-        return statistics.median(self.rtts) if self.rtts else None
+        return median(self.rtts) if self.rtts else None
 
     # ---- aggregation -------------------------------------------------------
     def _sums(self) -> tuple[int, dict[str, int], dict[str, list[int]]]:

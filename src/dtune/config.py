@@ -152,19 +152,23 @@ def read_config(path: Path, options: Iterable[Option], *, required: bool = False
     """The config file's keys for these options (a missing file is empty unless ``required``).
     Keys of other commands live in their own table (``[serve]``): the top level and ``[get]``
     hold ``dtune get``'s."""
-    import tomllib
-
     try:
         with path.open("rb") as f:
-            data = tomllib.load(f)
+            text = f.read()
     except FileNotFoundError:
         if required:
             raise UsageError(f"config file {path}: no such file (from DTUNE_CONFIG)") from None
         return {}
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"config file {path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise UsageError(f"config file {path}: {exc.strerror or exc}") from None
+    import tomllib  # (only once a file is there: its import is start-up time)
+
+    try:
+        data = tomllib.loads(text.decode())
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config file {path}: not valid TOML: not UTF-8 ({exc.reason})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path}: not valid TOML: {exc}") from None
     known = {opt.key for opt in options}
     values = {k: v for k, v in data.items() if not isinstance(v, dict)}
     if isinstance(data.get("get"), dict):

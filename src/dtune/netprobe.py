@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import asyncio
-import statistics
+from dtune.stats import median
 import time
 from collections.abc import Awaitable, Mapping
 
@@ -46,7 +46,7 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
         return elapsed
 
     times = [t for t in await asyncio.gather(*(one() for _ in range(samples))) if t is not None]
-    return statistics.median(times) if times else None
+    return median(times) if times else None
 
 
 async def gather_facts(url: str, *, bandwidth: float | None = None, tcp_buffer: int | None = None,

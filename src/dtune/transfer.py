@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import os
 import random
-import statistics
+from dtune.stats import median
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,7 +136,7 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
         largest = max(specs, key=lambda s: s.size or 0)
         seen = (connect_times or {}).get(split_url(largest.url)[0])
         facts = await gather_facts(largest.url, bandwidth=plan.bandwidth, tcp_buffer=plan.tcp_buffer,
-                                   rtt=plan.rtt, seen_rtt=statistics.median(seen) if seen else None,
+                                   rtt=plan.rtt, seen_rtt=median(seen) if seen else None,
                                    mirrors=largest.mirrors, early=early, access=plan.access,
                                    samples=rtt_samples(plan))
     tplan = tuner.plan(sizes, facts)

@@ -14,7 +14,7 @@ nothing but its public hooks and ``Connection.close``.
 from __future__ import annotations
 
 import asyncio
-import statistics
+from dtune.stats import median
 from typing import TYPE_CHECKING
 
 from dtune.errors import HTTPError
@@ -116,7 +116,7 @@ def live_rtt(engine: Engine) -> float | None:
     """Median of the kernel's RTT estimates over the connections that are receiving."""
     rtts = [r for lane in engine.lanes() if lane.conn is not None and lane.conn.in_flight
             for r in (lane.conn.tcp_rtt(),) if r is not None]
-    return statistics.median(rtts) if rtts else None
+    return median(rtts) if rtts else None
 
 
 def check_connections(engine: Engine, now: float) -> None:

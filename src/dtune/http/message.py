@@ -5,7 +5,6 @@ Nothing here touches a socket or a clock; every function is fed plain data.
 
 from __future__ import annotations
 
-import email.utils
 import re
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -114,6 +113,8 @@ def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
     if value.isdigit():
         return float(min(int(value), 24 * 3600))
     try:
+        import email.utils  # (only for a Retry-After date: its import is start-up time)
+
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None

@@ -25,7 +25,7 @@ Pure: headers in (lower-case names), decisions out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
+from datetime import datetime, timezone
 
 MAX_VALIDATOR = 256   # longer header values are not kept (a validator is a few dozen bytes)
 
@@ -85,8 +85,30 @@ def http_time(value: object) -> float | None:
     """Seconds since the epoch of an HTTP date (``Last-Modified``), or None when it is not one."""
     if not isinstance(value, str):
         return None
+    return _epoch(value.strip())
+
+
+_MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
+                                       "Nov", "Dec"), 1)}
+
+
+def _epoch(value: str) -> float | None:
+    """An HTTP date in seconds since the epoch: the IMF-fixdate every current server sends
+    (``Sun, 06 Nov 1994 08:49:37 GMT``) read here, the obsolete forms by ``email.utils``
+    (imported only then: its import is start-up time). A date without a zone is UTC."""
+    parts = value.split()
     try:
-        return parsedate_to_datetime(value.strip()).timestamp()
+        if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS and parts[4].count(":") == 2:
+            hour, minute, second = (int(x) for x in parts[4].split(":"))
+            when = datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), hour, minute, second,
+                            tzinfo=timezone.utc)
+        else:
+            from email.utils import parsedate_to_datetime
+
+            when = parsedate_to_datetime(value)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
 
@@ -107,7 +129,5 @@ def _opaque(etag: str) -> str:
 def _strong_date(modified: str, date: str | None) -> bool:
     if date is None:
         return False
-    try:
-        return (parsedate_to_datetime(date) - parsedate_to_datetime(modified)).total_seconds() >= 1
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return False
+    sent, changed = _epoch(date), _epoch(modified)
+    return sent is not None and changed is not None and sent - changed >= 1

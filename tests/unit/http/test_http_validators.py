@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import email.utils
+
 import pytest
 
-from dtune.http.validators import Validators
+from dtune.http.validators import Validators, http_time
 
 OLD = "Tue, 01 Dec 2026 10:00:00 GMT"
 NEW = "Tue, 01 Dec 2026 10:05:00 GMT"
@@ -52,3 +54,18 @@ def test_validators_survive_the_journal_header_and_reject_junk() -> None:
     assert Validators.from_header({"etag": 5, "last_modified": ["x"]}) is None
     assert Validators.from_header({"etag": '"a"\r\nX: y'}) is None
     assert Validators.from_header({"etag": '"a"', "strong_date": True}) == Validators('"a"', None, False)
+
+
+@pytest.mark.parametrize("value", [
+    "Sun, 06 Nov 1994 08:49:37 GMT", "Thu, 01 Jan 1970 00:00:00 GMT", "Tue, 29 Feb 2028 23:59:59 GMT",
+    "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sun, 06 Nov 1994 08:49:37 +0200",
+    "Sun, 06 Nov 1994 08:49 GMT", "  Sun, 06 Nov 1994 08:49:37 GMT  ",
+])
+def test_an_http_date_is_read_as_email_utils_reads_it(value: str) -> None:
+    assert http_time(value) == email.utils.parsedate_to_datetime(value.strip()).timestamp()
+
+
+@pytest.mark.parametrize("value", ["", "garbage", "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 06 Nov 1994 25:49:37 GMT",
+                                   "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:x:37 GMT", None, 12])
+def test_what_is_not_an_http_date_is_none(value: object) -> None:
+    assert http_time(value) is None
