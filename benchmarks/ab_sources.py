@@ -5,7 +5,9 @@ change against the commit before it. Each variant is a directory holding a
 dtune `src/` tree (for instance from `git archive REV src | tar -x -C DIR`);
 every repetition runs each variant once, in alternating order, against the
 same `dtune serve` on one testbed link, and the medians of the wall times
-are printed with their spread, and the ratio of every variant to the first.
+are printed with their spread, and the ratio of every variant to the first,
+with the tail seconds (from 95 % of the bytes crossing the link to the
+client's exit, as `dtune bench` measures them).
 Every output is verified against the source tree (size and SHA-256): a run
 that did not deliver every byte is marked and left out of the medians.
 
@@ -37,6 +39,7 @@ import time
 from pathlib import Path
 
 from dtune.bench.config import DatasetSpec, load_bench
+from dtune.bench.during import ChangeWatcher, tail_seconds
 from dtune.bench.runner import build_dataset, compile_dtune
 from dtune.bench.verify import source_digests, verify_output
 from dtune.serveproc import ServerProcess
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{args.preset} × {args.scale:g} over {args.rate:g} Mbit/s · {args.rtt:g} ms"
     data = tempfile.mkdtemp(prefix="dtune-ab-")
     times: dict[str, list[float]] = {v: [] for v in args.variants}
+    tails: dict[str, list[float]] = {v: [] for v in args.variants}
     bad: dict[str, int] = {v: 0 for v in args.variants}
     try:
         root = Path(data) / spec.name
@@ -100,9 +104,12 @@ def main(argv: list[str] | None = None) -> int:
                         env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(v), "src"))
                         argv_ = [sys.executable, "-m", "dtune", "get", url, "-o", out, "--no-history",
                                  "--no-progress", *shlex.split(args.args)]
-                        t0 = time.monotonic()
-                        proc = tb.run("client", argv_, capture_output=True, text=True, env=env)
-                        wall = time.monotonic() - t0
+                        total = sum(s for _, s in files)
+                        with ChangeWatcher(tb, (), total, lambda _c: None, trace=True) as watch:
+                            t0 = time.monotonic()
+                            proc = tb.run("client", argv_, capture_output=True, text=True, env=env)
+                            wall = time.monotonic() - t0
+                        tail = tail_seconds(watch.samples, total, wall)
                         verdict = verify_output({rel: Path(out) / rel for rel, _ in files}, digests)
                     finally:
                         shutil.rmtree(out, ignore_errors=True)
@@ -111,9 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                     ok = proc.returncode == 0 and verdict.ok
                     if ok:
                         times[v].append(wall)
+                        if tail is not None:
+                            tails[v].append(tail)
                     else:
                         bad[v] += 1
-                    print(f"{v} run {rep + 1}: {wall:.2f} s, exit {proc.returncode}"
+                    print(f"{v} run {rep + 1}: {wall:.2f} s"
+                          + (f" (tail {tail:.2f} s)" if tail is not None else "") + f", exit {proc.returncode}"
                           + ("" if ok else f", NOT VERIFIED: {verdict.reason() or proc.stderr.strip()[-200:]}"),
                           flush=True)
     finally:
@@ -125,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             continue
         med = statistics.median(w)
         ratio = f", {med / first:.3f}× the first" if first else ""
+        tail = (f"; tail median {statistics.median(tails[v]):.2f} s, {min(tails[v]):.2f}–{max(tails[v]):.2f}"
+                if tails[v] else "")
         print(f"{v}: median {med:.2f} s, min {min(w):.2f}, max {max(w):.2f} ({len(w)} verified runs"
-              + (f", {bad[v]} failed" if bad[v] else "") + f"){ratio}")
+              + (f", {bad[v]} failed" if bad[v] else "") + f"){ratio}{tail}")
     return 0 if not any(bad.values()) else 1
 
 

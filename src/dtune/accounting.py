@@ -161,6 +161,8 @@ class Accounting:
         for (origin, part), (nbytes, nreq) in items:
             total += nbytes
             by_part[part] = by_part.get(part, 0) + nbytes
+            if not origin:
+                continue  # a lane that never connected: no origin, nothing moved
             src = by_origin.setdefault(origin, [0, 0])
             src[0] += nbytes
             src[1] += nreq

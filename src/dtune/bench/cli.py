@@ -91,8 +91,9 @@ def run(args: argparse.Namespace) -> int:
         f"Links: {links}; client tcp_rmem max {config.scenario.client.tcp_rmem_max} bytes; "
         f"server: {config.server}; {config.runs} interleaved runs per row.",
         "Medians over verified runs; ratios are of median Mbit/s within one dataset and link. "
-        "tail s: from 95 % of the bytes crossed to the client's exit; connections: the client's "
-        "established TCP connections (median over the run), both from the emulator's trace; "
+        "tail s: from 95 % of the bytes crossed to the client's exit; tail pace: the rate of those "
+        "last 5 % (to the last byte) over the rate from 10 % to 90 %; connections: the client's "
+        "established TCP connections (median over the run), all from the emulator's trace; "
         "sent ×: body bytes the servers sent (answers cut short included) over the dataset's bytes.",
         f"dtune {bench.meta.get('versions', {}).get('dtune', '?')}; tool versions in results.json.",
     ]

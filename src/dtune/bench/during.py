@@ -13,8 +13,10 @@ The same watcher records the run's **trace** when asked: every poll, the
 bytes crossed so far; every ``CONN_POLL_S``, the client's established TCP
 connections (read from ``/proc/<pid>/net/tcp*`` of the client process, which
 shows its namespace). From the trace come the **tail seconds** (from the
-moment 95 % of the dataset's bytes had crossed to the client's exit) and the
-connection counts: the same measurement for every tool.
+moment 95 % of the dataset's bytes had crossed to the client's exit), the
+**tail pace** (the rate of those last 5 % up to the last byte, over the rate
+from 10 % to 90 %) and the connection counts: the same measurement for every
+tool.
 """
 
 from __future__ import annotations
@@ -115,6 +117,31 @@ def tail_seconds(samples: Sequence[Sample], total_bytes: int, end: float,
         if s.bytes >= target:
             return max(0.0, end - s.t)
     return None
+
+
+def tail_pace(samples: Sequence[Sample], share: float = TAIL_SHARE) -> float | None:
+    """How fast the last ``1 - share`` of the bytes crossed, over the steady rate (10 % to 90 %).
+
+    Both rates come from the same trace, up to the last byte (not the client's exit), in the
+    bytes the trace counts (headers included): 1.0 is a transfer that ends at full pace, 0.5 one
+    whose last 5 % took twice as long as the steady state would. None: too short a trace.
+    """
+    final = samples[-1].bytes if samples else 0
+    if final <= 0:
+        return None
+
+    def at(fraction: float) -> float:  # when the fraction crossed, between the samples around it
+        goal = fraction * final
+        i = next(i for i, s in enumerate(samples) if s.bytes >= goal)
+        if i == 0:
+            return samples[0].t
+        a, b = samples[i - 1], samples[i]
+        return a.t + (b.t - a.t) * (goal - a.bytes) / (b.bytes - a.bytes)
+
+    t10, t90, t_tail, t_end = at(0.10), at(0.90), at(share), at(1.0)
+    if t90 <= t10 or t_end <= t_tail:
+        return None
+    return ((1 - share) / (t_end - t_tail)) / (0.8 / (t90 - t10))
 
 
 def rate_series(samples: Sequence[Sample], window: float = 0.5) -> list[tuple[float, float]]:

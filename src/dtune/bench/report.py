@@ -56,6 +56,7 @@ class RunRecord:
     # seconds from 95 % of the bytes crossed to the client's exit, and the
     # client's established TCP connections, most and median over the run
     tail_seconds: float | None = None
+    tail_pace: float | None = None        # the last 5 % of the bytes' rate / the 10–90 % rate
     connections_max: int | None = None
     connections_median: float | None = None
     # the client nodes the run used (1 but for a scenario's multi-node rows)
@@ -72,7 +73,7 @@ class RunRecord:
 
 CSV_COLUMNS = ["scenario", "dataset", "link", "tool", "variant", "nodes", "run", "seconds", "bytes", "mbps",
                "cpu_seconds", "verified", "exit_code", "files", "extra_files", "server", "requests",
-               "server_bytes", "reported_seconds", "changes_at", "tail_seconds", "connections_max",
+               "server_bytes", "reported_seconds", "changes_at", "tail_seconds", "tail_pace", "connections_max",
                "connections_median"]
 
 
@@ -137,6 +138,7 @@ class SummaryRow:
     vs_dtune_default: float | None = None
     reported_seconds: float | None = None
     tail_seconds: float | None = None
+    tail_pace: float | None = None
     connections: float | None = None      # median over runs of each run's median
     sent: float | None = None             # body bytes the servers sent / the dataset's bytes (median)
     shares: list[float] = field(default_factory=list)  # each server's share of those bytes (medians)
@@ -173,6 +175,7 @@ def summarize(records: Sequence[RunRecord]) -> list[SummaryRow]:
             row.requests = _median(r.requests for r in good)
             row.reported_seconds = _median(r.reported_seconds for r in good if r.reported_seconds is not None)
             row.tail_seconds = _median(r.tail_seconds for r in good if r.tail_seconds is not None)
+            row.tail_pace = _median(r.tail_pace for r in good if r.tail_pace is not None)
             row.connections = _median(r.connections_median for r in good if r.connections_median is not None)
             counted = [r for r in good if r.server_bytes > 0 and r.bytes > 0]
             if counted:
@@ -215,14 +218,15 @@ def _ratio(value: float | None) -> str:
 def markdown_table(rows: Sequence[SummaryRow]) -> str:
     """The summary as a Markdown table, then one line per (dataset, link) naming the best peer."""
     head = ("| dataset | link | tool | variant | nodes | ok | median s | median Mbit/s | min–max Mbit/s "
-            "| CPU s | requests | tail s | connections | sent × | vs best peer | vs dtune default |")
-    lines = [head, "|" + "---|" * 16]
+            "| CPU s | requests | tail s | tail pace | connections | sent × | vs best peer | vs dtune default |")
+    lines = [head, "|" + "---|" * 17]
     for r in rows:
         spread = "—" if r.mbps_min is None else f"{r.mbps_min:.0f}–{r.mbps_max:.0f}"
         lines.append(
             f"| {r.dataset} | {r.link} | {r.tool} | {r.variant} | {r.nodes} | {r.ok}/{r.runs} | {_fmt(r.seconds, '.2f')} "
             f"| {_fmt(r.mbps, '.1f')} | {spread} | {_fmt(r.cpu_seconds, '.2f')} | {_fmt(r.requests, '.0f')} "
-            f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.connections, '.0f')} | {_fmt(r.sent, '.3f')} "
+            f"| {_fmt(r.tail_seconds, '.2f')} | {_fmt(r.tail_pace, '.2f')} | {_fmt(r.connections, '.0f')} "
+            f"| {_fmt(r.sent, '.3f')} "
             f"| {_ratio(r.vs_best_peer)} | {_ratio(r.vs_dtune_default)} |")
     notes = []
     for key in dict.fromkeys(r.key for r in rows):

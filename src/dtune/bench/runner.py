@@ -55,7 +55,7 @@ from typing import Any, TypeVar
 from dtune.bench import Echo
 from dtune.bench.client import last_error_line, reported_seconds, run_client, run_clients
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
-from dtune.bench.during import ChangeWatcher, Sample, tail_seconds
+from dtune.bench.during import ChangeWatcher, Sample, tail_pace, tail_seconds
 from dtune.bench.peers import Job, peer
 from dtune.bench.report import RunRecord, mbps, trace_name, write_results
 from dtune.bench.servers import BenchServer, make_server
@@ -447,6 +447,7 @@ class Bench:
                 reported_seconds=reported_seconds(log) if spec.tool == "dtune" else None,
                 changes_at=[round(t, 4) for t in watcher.fired] if watcher is not None else [],
                 tail_seconds=tail_seconds(samples, ds.total_bytes, result.seconds) if samples else None,
+                tail_pace=tail_pace(samples) if samples else None,
                 connections_max=max(conns) if conns else None,
                 connections_median=statistics.median(conns) if conns else None, nodes=spec.nodes)
         finally:

@@ -262,12 +262,29 @@ class Scheduler:
             if self.policy is not None:
                 size = self.policy.size(lane.replica, unassigned, now)
             if size is None:
+                cap = self.closing_range()
                 size = next_range_size(unassigned, params.p, min(params.pp, opts.range_pipeline_cap),
-                                       min_range=opts.min_range, max_range=opts.max_range)
+                                       min_range=min(opts.min_range, cap), max_range=min(opts.max_range, cap))
             start, end = f.unassigned.pop_front(max(1, size))
             piece = Piece(f, start, end, ranged=True)
         assign(f, lane)
         return piece
+
+    def closing_range(self) -> int:
+        """One replica: the largest range that lets every lane finish together at the end.
+
+        The file's own taper (``next_range_size``) counts only the lanes on that file; at
+        the end of a transfer the last files hold every lane, so ranges are also capped
+        at what is left of the whole transfer spread over two ranges per lane
+        (``remaining / (2·lanes·range_pipeline)``, at least ``closing_min_range``). The cap binds
+        once less than ``2·lanes·range_pipeline·max_range`` is left (1 GiB for 16 lanes),
+        and keeps unassigned bytes for idle lanes to take up to the end, instead of long
+        ranges in flight that only a cut (a dropped connection) could shorten."""
+        opts = self.options
+        lanes = sum(self.lanes_per_replica.values())
+        if self.multi_replica or self.remaining is None or lanes <= 0:
+            return opts.max_range
+        return max(opts.closing_min_range, self.remaining // (2 * lanes * max(1, opts.range_pipeline)))
 
     # ---- the endgame -----------------------------------------------------------------------
     def steal(self, lane: Lane, now: float) -> Piece | Cut | None:

@@ -1,9 +1,9 @@
 """The engine's housekeeping tick: rates, tuner updates, stall checks, syncs.
 
-One coroutine per engine run. Every ``control_tick`` (when a tuner
-listens) it refreshes the live RTT and hands a snapshot to the control
-listeners; every ``tick`` it advances the accounting, feeds the progress
-listeners, tells the scheduler what is left and where lanes run, closes
+One coroutine per engine run. Every ``control_tick`` it refreshes the live
+RTT, tells the scheduler what is left and where lanes run, and hands a
+snapshot to the control listeners (a tuner); every ``tick`` it advances the
+accounting, feeds the progress listeners, closes
 stalled connections, has lanes that would be the tail give their ranges
 back (one replica, ``backlog_seconds``), wakes idle lanes (backoffs may have expired) and
 syncs or writes back part files. A connection the rate limit paused (``engine.limiter``) is
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from dtune.errors import HTTPError
 
 if TYPE_CHECKING:
+    from dtune.accounting import Snapshot
     from dtune.engine.core import Engine
 
 
@@ -47,15 +48,15 @@ async def run_ticker(engine: Engine) -> None:
     acct = engine.acct
     last_sync = last_tick = last_writeback = engine.now()
     while True:
-        await asyncio.sleep(min(opts.control_tick, opts.tick) if engine.control_listeners else opts.tick)
+        await asyncio.sleep(min(opts.control_tick, opts.tick))
         now = engine.now()
         acct.rtt_live = live_rtt(engine)
         engine.scheduler.rtt = acct.rtt_live or acct.rtt_median()
         acct.stalled = note_alive(engine, now, max(STALLED_MIN, STALLED_RTTS * (engine.scheduler.rtt or 0.0)))
-        if engine.control_listeners:
-            snap = acct.snapshot(now)
-            for listener in list(engine.control_listeners):
-                listener(snap)
+        snap = acct.snapshot(now)
+        note_remaining(engine, snap)  # (every control tick: the closing ranges follow the end closely)
+        for listener in list(engine.control_listeners):
+            listener(snap)
         if now - last_tick < opts.tick - opts.timer_slack:
             continue
         last_tick = now
@@ -65,15 +66,6 @@ async def run_ticker(engine: Engine) -> None:
             snap = acct.snapshot(now)
             for listener in list(engine.tick_listeners):
                 listener(snap)
-        if engine.scheduler.multi_replica:
-            snap = snap or acct.snapshot(now)
-            engine.scheduler.remaining = (None if snap.bytes_total is None else
-                                          max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
-            lanes: dict[int, int] = {}
-            for lane in engine.lanes():
-                if not lane.retiring:
-                    lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
-            engine.scheduler.lanes_per_replica = lanes
         note_alive(engine, now, 0.0)
         check_connections(engine, now)
         if not engine.scheduler.multi_replica and engine.options.endgame:
@@ -94,6 +86,18 @@ async def run_ticker(engine: Engine) -> None:
 
 STALLED_MIN = 1.0    # s: requests out and nothing from any origin for this long (or 3 RTTs) is a stall
 STALLED_RTTS = 3.0
+
+
+def note_remaining(engine: Engine, snap: Snapshot) -> None:
+    """Tell the scheduler the bytes still to come and the working lanes per replica (range sizing
+    at the end of a transfer, replica admission)."""
+    engine.scheduler.remaining = (None if snap.bytes_total is None else
+                                  max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes))
+    lanes: dict[int, int] = {}
+    for lane in engine.lanes():
+        if not lane.retiring:
+            lanes[lane.replica] = lanes.get(lane.replica, 0) + 1
+    engine.scheduler.lanes_per_replica = lanes
 
 
 def note_alive(engine: Engine, now: float, quiet: float) -> bool:

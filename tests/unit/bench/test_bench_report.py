@@ -96,7 +96,7 @@ def test_markdown_table_has_one_line_per_row_and_the_ratios() -> None:
     lines = markdown_table(rows).splitlines()
     assert lines[0].startswith("| dataset | link | tool |") and lines[1].startswith("|---|")
     assert lines[2] == ("| html | 1g-40ms | dtune | default | 1 | 1/1 | 1.00 | 800.0 | 800–800 | 0.10 | 12 "
-                        "| — | — | 1.000 | 2.00× | 1.00× |")  # no trace: no tail, no connection count
+                        "| — | — | — | 1.000 | 2.00× | 1.00× |")  # no trace: no tail, no connection count
     assert "best peer aria2c x16 (400.0 Mbit/s)" in lines[-1]
 
 
@@ -134,15 +134,16 @@ def test_bytes_sent_over_the_dataset_and_each_servers_share_are_medians_in_the_t
 
 def test_tail_and_connections_are_medians_over_verified_runs_in_the_table() -> None:
     runs = [rec("dtune", "default", s, run=i) for i, s in enumerate((1.0, 1.1, 1.2))]
-    for r, tail, conns in zip(runs, (0.2, 0.9, 0.4), (10.0, 30.0, 20.0), strict=True):
-        r.tail_seconds, r.connections_median, r.connections_max = tail, conns, int(conns) + 5
+    for r, tail, pace, conns in zip(runs, (0.2, 0.9, 0.4), (0.9, 0.5, 0.8), (10.0, 30.0, 20.0), strict=True):
+        r.tail_seconds, r.tail_pace, r.connections_median, r.connections_max = tail, pace, conns, int(conns) + 5
     failed = rec("dtune", "default", 9.0, verified=False, run=4)
-    failed.tail_seconds, failed.connections_median = 50.0, 99.0
+    failed.tail_seconds, failed.tail_pace, failed.connections_median = 50.0, 0.01, 99.0
     rows = summarize([*runs, failed])
-    assert rows[0].tail_seconds == 0.4 and rows[0].connections == 20.0
-    assert "| 0.40 | 20 |" in markdown_table(rows)
+    assert rows[0].tail_seconds == 0.4 and rows[0].tail_pace == 0.8 and rows[0].connections == 20.0
+    assert "| 0.40 | 0.80 | 20 |" in markdown_table(rows)
     csv_rows = list(csv.DictReader(csv_text(runs).splitlines()))
     assert [r["tail_seconds"] for r in csv_rows] == ["0.2000", "0.9000", "0.4000"]
+    assert [r["tail_pace"] for r in csv_rows] == ["0.9000", "0.5000", "0.8000"]
     assert csv_rows[1]["connections_max"] == "35"
 
 

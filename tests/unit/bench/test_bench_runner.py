@@ -24,6 +24,7 @@ from dtune.bench.during import (
     down_bytes,
     established,
     rate_series,
+    tail_pace,
     tail_seconds,
 )
 from dtune.bench.report import RunRecord
@@ -286,6 +287,15 @@ def test_tail_seconds_run_from_the_first_sample_past_95_percent_to_the_exit() ->
     assert tail_seconds(samples, 1000, end=3.2, share=0.5) == pytest.approx(2.2)
     assert tail_seconds(samples[:3], 1000, end=3.2) is None   # never reached: no tail to report
     assert tail_seconds([], 1000, end=1.0) is None
+
+
+def test_tail_pace_is_the_last_5_percent_rate_over_the_steady_rate() -> None:
+    steady = [Sample(0.1 * i, 100 * i) for i in range(11)]          # 1000 bytes/s up to 1000 bytes …
+    assert tail_pace(steady) == pytest.approx(1.0, abs=0.05)         # … an even pace: no tail
+    slow_end = [s for s in steady if s.bytes < 950] + [Sample(1.0, 950), Sample(1.5, 975), Sample(2.0, 1000)]
+    assert tail_pace(slow_end) == pytest.approx(0.05, abs=0.005)    # the last 50 bytes took 1 s, not 0.05 s
+    assert tail_pace([]) is None and tail_pace([Sample(0.0, 0), Sample(1.0, 0)]) is None
+    assert tail_pace([Sample(0.0, 1000)]) is None                    # one sample: no rate at all
 
 
 def test_rates_are_taken_over_windows_of_at_least_the_given_length() -> None:

@@ -430,3 +430,41 @@ def test_options_steal_ratio_is_what_decides_a_cut():
     fast.conn = Conn()
     receiving(f, slow, 0, 4 * MIB, 256 * KIB, sent_at=0.0)
     assert sched.next(fast, now=1.0) is None          # 32× slower is not enough at ratio 64
+
+
+# ---- the closing taper: ranges at the end of the whole transfer -----------------------------------
+def _closing(remaining: int | None, lanes: int, **options) -> Scheduler:
+    sched = Scheduler(EngineOptions(**options))
+    sched.remaining = remaining
+    sched.lanes_per_replica = {0: lanes} if lanes else {}
+    return sched
+
+
+def test_far_from_the_end_the_closing_taper_leaves_ranges_alone() -> None:
+    opts = EngineOptions()
+    assert _closing(None, 16).closing_range() == opts.max_range          # nothing known yet
+    assert _closing(10 * 2**30, 16).closing_range() == 10 * 2**30 // 64  # above max_range: no cap
+    assert _closing(10 * 2**30, 0).closing_range() == opts.max_range      # no lane counted yet
+
+
+def test_near_the_end_ranges_shrink_with_what_the_transfer_has_left_down_to_a_floor() -> None:
+    assert _closing(64 * MIB, 16).closing_range() == MIB                  # 64 MiB over 16 lanes × 2 × 2
+    assert _closing(32 * MIB, 16).closing_range() == MIB // 2
+    assert _closing(1 * MIB, 16).closing_range() == EngineOptions().closing_min_range
+
+
+def test_the_last_file_of_a_transfer_is_carved_in_closing_ranges_without_a_crumb() -> None:
+    options = replace(OPTS, max_range=16 * MIB, min_range=1 * MIB, closing_min_range=256 * KIB)
+    f = file_state(0, 64 * MIB)
+    sched, part = setup(Params(1, 1, 2), [f], options=options)
+    lane = lanes(part)[0]
+    first = sched.next(lane, now=0.0)
+    assert first.end - first.start == 16 * MIB                # nothing known of the rest: the file's taper
+    sched.remaining, sched.lanes_per_replica = 8 * MIB, {0: 4}   # the transfer's end: 8 MiB over 4 lanes
+    second = sched.next(lane, now=0.0)
+    assert second.end - second.start == 512 * KIB             # 8 MiB / (2 · 4 lanes · 2 ranges each)
+    f.unassigned = RangeSet([(f.size - 300 * KIB, f.size)])    # 300 KiB left: no 44 KiB crumb behind
+    release(f, lane)
+    sched.remaining = 300 * KIB
+    last = sched.next(lane, now=0.0)
+    assert (last.start, last.end) == (f.size - 300 * KIB, f.size) and not f.unassigned
