@@ -8,7 +8,9 @@ client keeps its own event loop); its events come back to the transfer's loop th
   which resumes every file and piece from its journal on the shared file system;
 * a lost scheduler: ``DtuneError`` "cluster ADDRESS: lost the scheduler ..."; what the
   workers journalled stays, and the same command resumes it;
-* a node that does not see the output directory: ``NodeError`` before any byte moves.
+* a node that does not see the output directory: ``NodeError`` before any byte moves;
+* a shard that makes no progress for too long (``watch``): ``DtuneError`` naming it, its worker
+  and what it last reported; what the workers journalled stays.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dtune.accounting import OriginView, Snapshot
 from dtune.cluster import marker as markers
 from dtune.cluster import pieces as split
 from dtune.cluster.shard import cap_share, pack, pieces_of
+from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.journal import JOURNAL_SUFFIX
 from dtune.engine.result import FileResult, TransferResult
@@ -130,6 +133,8 @@ class Session:
         self.topic = f"dtune-{uuid.uuid4().hex[:12]}"
         self.address = plan.cluster or "local"
         self._connected = time.monotonic()
+        self.watch = ShardWatch(limit_for(plan.options.stall_timeout), time.monotonic())
+        self._watch_lock = threading.Lock()   # (events come on the client's thread)
 
     # ---- the steps -----------------------------------------------------------------------------
     def run(self, client=None) -> TransferResult:  # noqa: ANN001
@@ -209,6 +214,7 @@ class Session:
         client.subscribe_topic(self.topic, self._heard)
         futures = []
         try:
+            self.watch.latest = time.monotonic()
             futures = [client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}")
                        for t in tasks]
             results = []
@@ -220,6 +226,8 @@ class Session:
                 if future.status == "cancelled":
                     raise asyncio.CancelledError(f"the scheduler cancelled shard {future.key}")
                 r = future.result()
+                with self._watch_lock:
+                    self.watch.finished(r["shard"])
                 self.aggregate.finished.add((r["node"], r["shard"]))
                 results.append(r)
         finally:
@@ -232,8 +240,10 @@ class Session:
 
     def _completed(self, client, futures: list):  # noqa: ANN001, ANN202 (an iterator of futures)
         """Each future as it finishes (polled: ``as_completed`` wants a default client). Raises
-        OSError once the client has lost the scheduler, CancelledError when the transfer stops."""
+        OSError once the client has lost the scheduler, CancelledError when the transfer stops,
+        DtuneError when a shard has made no progress for too long (``watch``)."""
         pending = list(futures)
+        shard_of = {f.key: int(str(f.key).rsplit("-", 1)[1]) for f in futures}   # (keys: TOPIC-SHARD)
         while pending:
             if self.stop.is_set():
                 raise asyncio.CancelledError()
@@ -243,12 +253,28 @@ class Session:
                 raise OSError(f"no answer from the scheduler for {LOST_AFTER:.0f} s")
             if client.status == "running":
                 self._connected = time.monotonic()
+                self._check_progress(client, {shard_of[f.key]: f.key for f in pending})
             ready = [f for f in pending if f.done()]
             for future in ready:
                 pending.remove(future)
                 yield future
             if not ready:
                 time.sleep(POLL)
+
+    def _check_progress(self, client, shards: dict[int, str]) -> None:  # noqa: ANN001
+        """DtuneError naming the shard, its worker and what it last reported, once it is overdue
+        (``watch``) and its worker still runs it (else it waits to run again elsewhere).
+        ``shards``: the shards still out → their futures' keys."""
+        with self._watch_lock:
+            late = self.watch.overdue(time.monotonic(), shards)
+        if late is None:
+            return
+        if late.shard is not None and shards[late.shard] not in client.processing().get(late.node, ()):
+            with self._watch_lock:
+                self.watch.forget(late.shard)
+            return
+        raise DtuneError(f"cluster {self.address}: {late.reason}; stopped: the same command resumes "
+                         f"what the workers journalled")
 
     def task(self, shard, cap: int, path: str, token: str) -> dict:  # noqa: ANN001
         specs, paths = [], []
@@ -263,6 +289,8 @@ class Session:
                 "note": TUNER_NOTE}
 
     def _heard(self, event: tuple) -> None:
+        with self._watch_lock:
+            self.watch.heard(event[1], time.monotonic())
         self.emit(event[1])
 
     def _result(self, results: list[dict], split_files: dict) -> TransferResult:

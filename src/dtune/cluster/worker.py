@@ -14,8 +14,12 @@ import asyncio
 import json
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtune.errors import DtuneError
+
+if TYPE_CHECKING:
+    from dtune.engine import Engine
 
 
 class NodeError(DtuneError):
@@ -73,11 +77,14 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
 
     plan = shard_plan(task)
     paths = [Path(p) for p in task["paths"]]
+    engines: list[Engine] = []   # (the shard's engine, once it is built)
 
     def progress(snap) -> None:  # noqa: ANN001
-        send({**progress_event(snap), "event": "node_progress"})
+        # (committing: the parent's watch (``watch``) counts a file being verified as progress)
+        send({**progress_event(snap), "event": "node_progress",
+              "committing": bool(engines) and engines[0].committing})
 
-    result = await fetch_specs(plan, task["specs"], paths, send, send, progress)
+    result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=engines.append)
     snap = result.snapshot
     return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
             "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],

@@ -27,6 +27,11 @@ class Committer:
         self._wake = asyncio.Event()
         self._running: tuple[list[FileState], asyncio.Future[list[str | None]]] | None = None
 
+    @property
+    def busy(self) -> bool:
+        """Files are queued or being committed (a large file's checksum can take minutes)."""
+        return bool(self._queue) or self._running is not None
+
     def add(self, f: FileState) -> None:
         self._queue.append(f)
         self._wake.set()

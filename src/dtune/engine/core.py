@@ -176,6 +176,11 @@ class Engine:
         """An NDJSON event of the transfer (with the engine's clock), for whoever drives it."""
         self._emit(kind, **fields)
 
+    @property
+    def committing(self) -> bool:
+        """Complete files are being verified, made durable and renamed (no byte moves meanwhile)."""
+        return self._committer.busy
+
     def lanes(self) -> Iterator[Lane]:
         """Every lane of every partition (retiring ones included)."""
         return iter_lanes(self.partitions.values())
@@ -676,6 +681,9 @@ class Engine:
         if self.acct.bytes_total is not None or all(x.size is not None for x in self.files):
             self.acct.bytes_total = sum(x.size or 0 for x in self.files)
         self.acct.partition_totals[f.partition][0] += size
+        # a group that retired while the size was unknown had nothing of the file to hand back:
+        # its rest goes back to the queue now, or no lane would ever ask for it
+        self._adopt(f)
         self._wake_partition(f)
 
     def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool) -> None:

@@ -220,6 +220,48 @@ def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again
         assert_exact(run, server, *files)
 
 
+class HeadsBack(FakeServer):
+    """A fake server that holds the answers for ``held`` until ``release`` is set."""
+
+    def __init__(self, *args: object, held: str, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.held = held
+        self.release = asyncio.Event()   # (in memory the server runs on the engine's loop)
+
+    async def answer(self, exchange) -> bool:  # noqa: ANN001
+        if exchange.request.path == self.held:
+            await self.release.wait()
+        return await super().answer(exchange)
+
+
+def test_a_file_whose_group_retired_before_its_size_was_known_is_taken_up_again_when_it_is(
+        tmp_path: Path) -> None:
+    # the file of unknown size is group 1's, its first request (the size probe) out, when cc
+    # drops to 1: the group retires with nothing of the file to hand back; once the answer says
+    # the size, the rest of the file must find a group, or the transfer never ends
+    files = {"/small.bin": blob(100 * KIB), "/big.bin": blob(2 * MIB)}
+    with HeadsBack(files, held="/big.bin", network=MemoryNetwork()) as server:
+
+        async def shrink(engine: Engine) -> None:
+            # (pipelining unproven: each lane's first request goes alone, so lane 1 takes big.bin)
+            big = engine.files[1]
+            deadline = time.monotonic() + 10
+            while not server.gets("/big.bin"):
+                assert time.monotonic() < deadline, "the size probe never went out"
+                await asyncio.sleep(0.005)
+            assert big.size is None and big.probing and big.group is not None
+            assert big.group is engine.partitions["all"].groups[1]   # (cc 1 retires that group)
+            engine.apply(Params(1, 1, 4), reason="test: the probing file's group retires")
+            assert big.group is None and not big.has_work()
+            server.release.set()
+
+        run = fetch(server, tmp_path, [spec(server, "/small.bin"), spec(server, "/big.bin", sized=False)],
+                    Params(2, 1, 4), options=replace(FAST, stall_timeout=5.0), during=shrink)
+        assert run.result.ok, run.result.failed
+        assert_exact(run, server, *files)
+        assert_each_byte_asked_once(server, "/big.bin")
+
+
 def test_apply_before_run_and_with_unchanged_params_is_harmless(server: FakeServer, tmp_path: Path) -> None:
     server.files["/x"] = blob(600 * KIB)
 
