@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from support.marks import NETNS
+from support.procs import processes_mentioning
 
 from dtune.testbed import netns
 
@@ -83,20 +84,6 @@ command = ["sh", "-c", "echo 'no such option: --frobnicate' >&2; exit 3"]
 """
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{pid}: {cmdline}")
-    return found
-
-
 def test_bench_on_three_nodes_records_nodes_and_cleans_up(tmp_path: Path) -> None:
     scenario = tmp_path / "site.toml"
     scenario.write_text(SCENARIO)
@@ -122,7 +109,7 @@ def test_bench_on_three_nodes_records_nodes_and_cleans_up(tmp_path: Path) -> Non
         for name in left:
             netns.delete_netns(name)
     assert left == []
-    assert _processes_mentioning(str(tmp)) == []  # no scheduler or worker survived
+    assert processes_mentioning(str(tmp)) == []  # no scheduler or worker survived
     assert list(tmp.iterdir()) == []
 
 
@@ -145,10 +132,10 @@ def test_ctrl_c_during_a_cluster_row_leaves_no_scheduler_worker_namespace_or_tem
                             env=dict(os.environ, TMPDIR=str(tmp)))
     try:
         deadline = time.monotonic() + 60
-        while not any("sleep 60" in p for p in _processes_mentioning("tcp://10.77.0.1:8786")):
+        while not any("sleep 60" in p for p in processes_mentioning("tcp://10.77.0.1:8786")):
             assert proc.poll() is None and time.monotonic() < deadline, "the cluster row never started"
             time.sleep(0.2)
-        assert len([p for p in _processes_mentioning(str(tmp)) if "dask_worker" in p]) == 3
+        assert len([p for p in processes_mentioning(str(tmp)) if "dask_worker" in p]) == 3
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:
@@ -159,5 +146,5 @@ def test_ctrl_c_during_a_cluster_row_leaves_no_scheduler_worker_namespace_or_tem
         for name in left:
             netns.delete_netns(name)
     assert left == []
-    assert _processes_mentioning(str(tmp)) == []
+    assert processes_mentioning(str(tmp)) == []
     assert list(tmp.iterdir()) == []

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.marks import NEEDS_CURL, NETNS
+from support.procs import processes_mentioning
 
 from dtune.testbed import netns
 
@@ -81,20 +82,6 @@ def test_bench_runs_dtune_and_curl_verified_and_leaves_nothing(tmp_path: Path, s
     assert list(tmp.iterdir()) == []  # the working directory is gone
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{pid}: {cmdline}")
-    return found
-
-
 def test_ctrl_c_during_a_run_removes_namespaces_processes_and_temp_dir(tmp_path: Path) -> None:
     scenario = tmp_path / "slow.toml"
     # 20 MB over 20 Mbit/s: the curl run lasts ~8 s, long enough to be interrupted
@@ -117,7 +104,7 @@ def test_ctrl_c_during_a_run_removes_namespaces_processes_and_temp_dir(tmp_path:
         else:
             pytest.fail(f"bench never brought the testbed up (exit {proc.wait()})")
         time.sleep(1.5)  # inside the first curl run
-        assert _processes_mentioning(str(tmp)), "nothing was running in the benchmark"
+        assert processes_mentioning(str(tmp)), "nothing was running in the benchmark"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:
@@ -128,5 +115,5 @@ def test_ctrl_c_during_a_run_removes_namespaces_processes_and_temp_dir(tmp_path:
         for name in left:
             netns.delete_netns(name)
     assert left == []
-    assert _processes_mentioning(str(tmp)) == []
+    assert processes_mentioning(str(tmp)) == []
     assert list(tmp.iterdir()) == []
