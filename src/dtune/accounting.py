@@ -10,11 +10,11 @@ returns a plain, JSON-ready picture that tuners, the progress display,
 
 from __future__ import annotations
 
-from dtune.stats import median
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from dtune.params import Params
+from dtune.stats import median
 
 EWMA_ALPHA = 0.3  # weight of the newest one-second sample; ~3 s memory, steady enough for a progress bar
 

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import asyncio
-from dtune.stats import median
 import time
 from collections.abc import Awaitable, Mapping
 
@@ -21,6 +20,7 @@ from dtune.netfacts import (
     NetworkFacts,
     os_receive_buffer_max,
 )
+from dtune.stats import median
 
 RTT_SAMPLES = 5                   # concurrent connects: the median of 5 costs one round trip
 

@@ -10,7 +10,6 @@ import asyncio
 import dataclasses
 import os
 import random
-from dtune.stats import median
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from dtune.http.redact import redact_url
 from dtune.netfacts import NetworkFacts
 from dtune.netprobe import RTT_SAMPLES, gather_facts, measure_rtt
 from dtune.params import Params
+from dtune.stats import median
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
 from dtune.tuners.online import DEFAULT_CAP, OnlineTuner, constants_for
 from dtune.tuners.registry import online_default

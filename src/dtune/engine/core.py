@@ -50,6 +50,7 @@ from dtune.engine.commit import Committer
 from dtune.engine.files import FileState
 from dtune.engine.limiter import RateLimiter
 from dtune.engine.options import EngineOptions
+from dtune.engine.origins import OriginGate, OutageProbe
 from dtune.engine.outcomes import (
     Failed,
     FailFile,
@@ -77,14 +78,12 @@ from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
-from dtune.engine.ticker import StallError, run_ticker
+from dtune.engine.ticker import run_ticker
 from dtune.errors import DiskError, HTTPError, RangeCut
 from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection
 from dtune.http.message import Origin
 from dtune.params import Params
-
-PROBE_INTERVAL = 2.0   # seconds between outage probes of one origin, and each probe's connect timeout
 
 if TYPE_CHECKING:
     from dtune.tuners.base import RangePolicy
@@ -135,10 +134,8 @@ class Engine:
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
         self.scheduler.ranges_ok = {f.replicas[0].origin for f in self.files if f.spec.ranges}
-        self.origin_alive: dict[Origin, float] = {}  # origin → when it last sent bytes (ticks, answers)
-        self._probing: set[Origin] = set()           # origins with an outage probe out
-        self._probe_after: dict[Origin, float] = {}
-        self._probe_tasks: set[asyncio.Task] = set()
+        self.outage = OutageProbe(self._open, self.now, self.options.outage_probe)
+        self.origin_alive = self.outage.alive   # origin → when it last sent bytes (ticks, answers)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.acct: Accounting | None = None
         self._lane_ids = 0
@@ -148,8 +145,8 @@ class Engine:
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
         self.limiter: RateLimiter | None = None   # --limit-rate: one bucket for every connection
-        self.per_origin: dict[Origin, int] = {}   # connections open or being opened, per origin
-        self._gated: dict[Lane, Origin] = {}      # lanes waiting for a connection under max_per_origin
+        self.gate = OriginGate(self.options.max_per_origin)
+        self.per_origin = self.gate.open           # connections open or being opened, per origin
         # called once a tick, right after the accounting tick, with a fresh snapshot
         # (progress display, samples): they see rates that include the last tick
         self.tick_listeners: list[Callable[[Snapshot], None]] = []
@@ -224,8 +221,7 @@ class Engine:
         finally:
             ticker.cancel()
             committer.cancel()
-            for task in list(self._probe_tasks):
-                task.cancel()
+            self.outage.cancel()
             if self.limiter is not None:
                 self.limiter.close()
             await self._shutdown()
@@ -364,7 +360,7 @@ class Engine:
                     break
                 if lane.outstanding == 0:
                     self._idle.add(lane)
-                    if lane.conn is not None and lane.conn.origin in self._gated.values():
+                    if lane.conn is not None and self.gate.wanted(lane.conn.origin):
                         self._free_idle(lane.conn.origin)   # a lane with work waits for a connection
                 await lane.wake.wait()
                 self._idle.discard(lane)
@@ -422,14 +418,10 @@ class Engine:
             lane.conn = None
             self.acct.open_connections -= 1
         origin: Origin = job.origin
-        cap = self.options.max_per_origin
-        if cap and self.per_origin.get(origin, 0) >= cap:
-            # at the cap (the connection just closed counts until the socket is gone): wait for one
+        if not self.gate.admit(lane, origin):  # at the cap: wait for a connection to close
             self._unassign(job)
-            self._gated[lane] = origin
             self._free_idle(origin)
             return False
-        self.per_origin[origin] = self.per_origin.get(origin, 0) + 1
         started = self.now()
         try:
             conn = await self._open(origin, timeout=self.options.connect_timeout)
@@ -464,11 +456,8 @@ class Engine:
 
     def _connection_gone(self, origin: Origin) -> None:
         """A connection to ``origin`` closed (or never opened): a lane waiting for one may go."""
-        self.per_origin[origin] -= 1
-        if self._gated:
-            gated, self._gated = self._gated, {}
-            for lane in gated:
-                lane.wake.set()
+        for lane in self.gate.gone(origin):
+            lane.wake.set()
 
     def _release(self, job: RangeJob, wake: bool = True) -> None:
         release(job.file, job.lane)
@@ -570,46 +559,6 @@ class Engine:
         self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True)
         self._file_finished()
 
-    def probe_outage(self, origin: Origin, silent: list) -> None:
-        """Try a new connection to ``origin`` (at most one probe at a time, one every 2 s); if it
-        goes through, the path is back: drop the ``silent`` connections so that their ranges are
-        asked again at once, instead of waiting for TCP's backed-off retransmission."""
-        if origin in self._probing or self.now() < self._probe_after.get(origin, 0.0):
-            return
-        self._probing.add(origin)
-        self._probe_after[origin] = self.now() + PROBE_INTERVAL
-        task = asyncio.create_task(self._probe(origin, silent))
-        self._probe_tasks.add(task)
-        task.add_done_callback(self._probe_tasks.discard)
-
-    async def _probe(self, origin: Origin, silent: list) -> None:
-        try:
-            conn = await self._open(origin, timeout=PROBE_INTERVAL)
-        except HTTPError:
-            return  # still down
-        finally:
-            self._probing.discard(origin)
-        conn.close()
-        now = self.now()
-        for c in silent:
-            if c.usable and now - c.last_activity > self.options.outage_probe:
-                error = StallError(f"{origin}: no data for {now - c.last_activity:.0f} s, and a new "
-                                   f"connection went through")
-                error.silence = now - c.last_activity  # type: ignore[attr-defined]  # an outage's
-                c.close(error)
-
-    def _quiet(self, origin: Origin, now: float, exc: Exception) -> float | None:
-        """Seconds ``origin`` has sent nothing on any connection, when ``exc`` is a network failure
-        (no connection, a stall, a lost connection) and the origin did send bytes earlier in this
-        transfer: an outage of the path or the server, not a fault of the file. None otherwise."""
-        silence = getattr(exc, "silence", None)  # dropped by the outage probe: how long it was silent
-        if silence is not None:
-            return silence
-        if not getattr(exc, "network", False):
-            return None
-        alive = self.origin_alive.get(origin)
-        return None if alive is None else now - alive
-
     def _settle(self, f: FileState) -> None:
         """Commit a file once all its bytes are on disk and no request for it is out."""
         if f.status == "active" and f.complete and f.in_flight == 0:
@@ -638,7 +587,7 @@ class Engine:
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
-                       failures=f.failures, quiet=self._quiet(job.origin, now, exc),
+                       failures=f.failures, quiet=self.outage.quiet(job.origin, now, exc),
                        waiting=max(0.0, f.not_before - now),
                        replica=job.replica if len(f.replicas) > 1 else None)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)

@@ -14,10 +14,10 @@ nothing but its public hooks and ``Connection.close``.
 from __future__ import annotations
 
 import asyncio
-from dtune.stats import median
 from typing import TYPE_CHECKING
 
 from dtune.errors import HTTPError
+from dtune.stats import median
 
 if TYPE_CHECKING:
     from dtune.accounting import Snapshot
@@ -158,4 +158,4 @@ def check_connections(engine: Engine, now: float) -> None:
                 else:
                     conn.floor_mark = (now, conn.bytes_in)
     for origin, conns in silent.items():
-        engine.probe_outage(origin, conns)
+        engine.outage.probe(origin, conns)

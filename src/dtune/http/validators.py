@@ -25,7 +25,7 @@ Pure: headers in (lower-case names), decisions out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 MAX_VALIDATOR = 256   # longer header values are not kept (a validator is a few dozen bytes)
 
@@ -101,13 +101,13 @@ def _epoch(value: str) -> float | None:
         if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS and parts[4].count(":") == 2:
             hour, minute, second = (int(x) for x in parts[4].split(":"))
             when = datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), hour, minute, second,
-                            tzinfo=timezone.utc)
+                            tzinfo=UTC)
         else:
             from email.utils import parsedate_to_datetime
 
             when = parsedate_to_datetime(value)
             if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
+                when = when.replace(tzinfo=UTC)
         return when.timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
