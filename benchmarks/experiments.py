@@ -28,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-PEERS = ("aria2c", "curl", "wget", "lftp", "rclone")
+PEERS = ("aria2c", "curl", "wget", "lftp", "rclone", "bittorrent")
 
 
 def load(path: str) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from dtune.argtypes import positive
 from dtune.errors import DtuneError, UsageError
 
 HELP = """\
-Benchmark dtune against aria2c, curl, wget, lftp and rclone on the emulated WAN
+Benchmark dtune against aria2c, curl, wget, lftp and rclone (and the MDTP
+paper's BitTorrent baseline: replicas seeding a torrent) on the emulated WAN
 (root only: network namespaces). The scenario file gives the links ([client],
 [[link]]), the benchmark ([bench] runs/server/port, [[dataset]], [[tool]]); see
 scenarios/*.toml and docs/benchmarks.md.

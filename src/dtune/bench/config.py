@@ -35,7 +35,9 @@
                              # applied after `files`
 
     [[tool]]
-    tool = "aria2c"          # dtune, aria2c, curl, wget, lftp, rclone
+    tool = "aria2c"          # dtune, aria2c, curl, wget, lftp, rclone, bittorrent (the MDTP
+                             # paper's baseline: every server seeds a torrent of the dataset,
+                             # aria2c downloads it; needs mktorrent; see bench.bittorrent)
     variant = "x16"          # default: "default"
     args = ["-x16", "-s16", "-j16"]
     mode = "..."             # tool-specific (dtune: auto/dir/list; lftp: mirror/pget)
@@ -74,7 +76,7 @@ from dtune.testbed.scenario import MAX_NODES, Link, Scenario, check_link_values,
 from dtune.tomlfile import number, read_toml, table, tables
 
 SERVERS = ("dtune", "nginx")
-TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone", "command")
+TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone", "bittorrent", "command")
 # Three runs is the least that gives a median that one outlier cannot move.
 DEFAULT_RUNS = 3
 DEFAULT_PORT = 8080

@@ -8,21 +8,24 @@ the verifier maps back to relative paths (``urls.expected_paths``).
 
 What every tool gets:
 
-=======  =============================================  ======================
-tool     input                                          output layout
-=======  =============================================  ======================
-dtune    the dataset directory URL (one file: its URL)  tree (one file: flat)
-aria2c   ``-i`` list, every server's URI per file       tree (``out=relpath``)
-curl     ``-K`` config of url/output pairs              tree (``output``)
-wget     ``-i`` list, ``-x -nH --cut-dirs``             tree
-lftp     ``mirror`` of the HTML listing; ``pget`` URL   tree; pget: flat
-rclone   ``copy :http:`` of the HTML listing            tree
-command  the scenario's argv template (``{url}`` ...)    tree
-=======  =============================================  ======================
+==========  =============================================  ======================
+tool        input                                          output layout
+==========  =============================================  ======================
+dtune       the dataset directory URL (one file: its URL)  tree (one file: flat)
+aria2c      ``-i`` list, every server's URI per file       tree (``out=relpath``)
+curl        ``-K`` config of url/output pairs              tree (``output``)
+wget        ``-i`` list, ``-x -nH --cut-dirs``             tree
+lftp        ``mirror`` of the HTML listing; ``pget`` URL   tree; pget: flat
+rclone      ``copy :http:`` of the HTML listing            tree
+bittorrent  a torrent every server seeds (not HTTP)        tree under ``<dataset>/``
+command     the scenario's argv template (``{url}`` ...)   tree
+==========  =============================================  ======================
 
-Only dtune and aria2c use several servers (aria2c by default, dtune with
-``mirrors = true``: the other servers' URLs as ``--mirror``); the rest fetch
-from the first server.
+Only dtune, aria2c and bittorrent use several servers (aria2c and bittorrent
+by default, dtune with ``mirrors = true``: the other servers' URLs as
+``--mirror``); the rest fetch from the first server. bittorrent is the MDTP
+paper's baseline, not an HTTP tool: the runner starts a tracker and one
+seeding aria2c per server (``bench.bittorrent``) before the timed run.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class Job:
     workdir: str
     nodes: int = 1          # client nodes the run uses
     scheduler: str = ""     # the Dask scheduler's address when the row has cluster = true
+    torrent: str = ""       # the dataset's .torrent when the row is tool = "bittorrent"
 
     @property
     def single(self) -> bool:
@@ -80,6 +84,9 @@ class Command:
     # moved into the job's one output directory after the run
     node_argvs: list[list[str]] = field(default_factory=list)
     node_outdirs: list[str] = field(default_factory=list)
+    # where the layout starts when it is not the job's output directory itself
+    # (a multi-file torrent lands in ``<outdir>/<torrent name>/``)
+    root: str | None = None
 
 
 class Peer:
@@ -229,6 +236,35 @@ class RclonePeer(Peer):
         return Command(argv)
 
 
+class BitTorrentPeer(Peer):
+    """The MDTP paper's BitTorrent baseline: aria2c downloading a torrent of the dataset.
+
+    Every server seeds it (``mirrors = false``: srv1 only); the runner makes
+    the torrent and starts the tracker and seeders (``bench.bittorrent``)
+    outside the timed part and hands the torrent over in ``Job.torrent``.
+    args go to the downloading aria2c. The torrent is named after the dataset
+    directory, so the files land in ``<outdir>/<dataset>/``.
+    """
+
+    tool = "bittorrent"
+    binary = "aria2c"
+    mirrors_default = True
+    needs = ("aria2c", "mktorrent")
+
+    def missing(self) -> str | None:
+        absent = [b for b in self.needs if shutil.which(b) is None]
+        if absent:
+            return f"{' and '.join(absent)} not installed (the BitTorrent baseline needs aria2c and mktorrent)"
+        return None
+
+    def command(self, spec: ToolSpec, job: Job) -> Command:
+        from dtune.bench.bittorrent import client_argv
+
+        if not job.torrent:
+            raise DtuneError(f"bench: {spec.label}: no torrent for this run (the runner makes one per dataset)")
+        return Command(client_argv(job.torrent, job.outdir, spec.args), root=os.path.join(job.outdir, job.dataset))
+
+
 def node_shares(files: Sequence[tuple[str, int]], nodes: int) -> list[list[tuple[str, int]]]:
     """Split files over ``nodes`` by size: largest first, each to the node with the fewest bytes.
 
@@ -287,7 +323,7 @@ class CommandPeer(Peer):
 COMMAND = CommandPeer()
 
 PEERS: dict[str, Peer] = {p.tool: p for p in (DtunePeer(), Aria2Peer(), CurlPeer(), WgetPeer(),
-                                              LftpPeer(), RclonePeer())}
+                                              LftpPeer(), RclonePeer(), BitTorrentPeer())}
 
 
 def peer(tool: str) -> Peer:

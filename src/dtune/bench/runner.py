@@ -28,7 +28,11 @@ Theory of operation
    first starts a Dask scheduler in node1 and a worker inside each of its
    nodes (``testbed.cluster.DaskSite``, outside the timed part) and stops
    them after the run; a ``mode = "each"`` command row runs in every node of
-   the row at once (``client.run_clients``). results.csv / results.json are rewritten after every
+   the row at once (``client.run_clients``). A ``tool = "bittorrent"`` row
+   (the MDTP paper's baseline) first gets its dataset's torrent (made once
+   per dataset), a tracker in the client namespace and a seeder in each
+   server namespace (``bench.bittorrent.Swarm``, outside the timed part),
+   stopped after the run. results.csv / results.json are rewritten after every
    run, so an interrupted benchmark still leaves what it measured.
 6. ``finally``: the client's process group, the servers, the testbed (its
    namespaces and emulator) and the working directory are removed -- after
@@ -53,12 +57,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from dtune.bench import Echo
+from dtune.bench.bittorrent import Swarm, announce_url, make_torrent, swarm_plan
 from dtune.bench.client import last_error_line, reported_seconds, run_client, run_clients
 from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
 from dtune.bench.during import ChangeWatcher, Sample, tail_pace, tail_seconds
 from dtune.bench.peers import Job, peer
 from dtune.bench.report import RunRecord, mbps, trace_name, write_results
-from dtune.bench.servers import BenchServer, make_server
+from dtune.bench.servers import BenchServer, Counters, make_server
 from dtune.bench.urls import expected_paths, extra_files
 from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
@@ -196,9 +201,14 @@ class PreparedDataset:
         return sum(size for size, _ in self.digests.values())
 
 
+def _binaries(tool: str) -> tuple[str, ...]:
+    """The programs a tool row runs (whose versions results.json records)."""
+    return ("aria2c", "mktorrent") if tool == "bittorrent" else (tool,)
+
+
 def _tool_versions(tools: Sequence[str]) -> dict[str, str]:
     flags = {"aria2c": ["--version"], "curl": ["--version"], "wget": ["--version"], "lftp": ["--version"],
-             "rclone": ["version"], "nginx": ["-v"]}
+             "rclone": ["version"], "nginx": ["-v"], "mktorrent": ["-h"]}
     out = {}
     for tool in tools:
         if tool not in flags or shutil.which(tool) is None:
@@ -243,6 +253,7 @@ class Bench:
         self.records: list[RunRecord] = []
         self.skipped: list[dict[str, str]] = []
         self.meta: dict[str, Any] = {}
+        self._torrents: dict[str, tuple[Path, bytes]] = {}  # dataset -> (.torrent, info_hash)
 
     # the pieces ---------------------------------------------------------------
 
@@ -379,17 +390,24 @@ class Bench:
         # not land in the history the tuners learn from (a cluster's workers inherit it)
         history = {"DTUNE_HISTORY": str(rundir.parent / "dtune-history.db")}
         site = DaskSite(tb, rundir / "dask", nodes=spec.nodes, env=history) if spec.cluster else None
+        swarm: Swarm | None = None
         try:
             if site is not None:
                 try:
                     site.start()
                 except DtuneError as exc:
                     return self._failed_record(ds, combo, rep, f"cluster did not start: {exc}")
+            if spec.tool == "bittorrent":
+                try:
+                    swarm = self._start_swarm(tb, servers, ds, spec, rundir)
+                except DtuneError as exc:
+                    return self._failed_record(ds, combo, rep, f"swarm did not start: {exc}")
             job = Job(dataset=ds.spec.name, files=ds.files,
                       bases=tuple(s.base(ds.spec.name) for s in servers),
                       listing_bases=tuple(s.listing_base(ds.spec.name) for s in servers),
                       outdir=str(outdir), workdir=str(listdir), nodes=spec.nodes,
-                      scheduler=site.address if site is not None else "")
+                      scheduler=site.address if site is not None else "",
+                      torrent=self._torrents[ds.spec.name][0].as_posix() if swarm is not None else "")
             cmd = peer(spec.tool).command(spec, job)
             for name, text in cmd.files.items():
                 (listdir / name).write_text(text)
@@ -414,11 +432,14 @@ class Bench:
                 self._apply_profile(tb, profile)  # the next run starts from the profile's links too
             for node_out in cmd.node_outdirs:
                 merge_tree(Path(node_out), outdir)
-            expected = expected_paths(cmd.layout, outdir, [rel for rel, _ in ds.files])
+            expected = expected_paths(cmd.layout, cmd.root or outdir, [rel for rel, _ in ds.files])
             verdict = verify_output(expected, ds.digests)
             extra = extra_files(outdir, expected.values())
             after = [s.counters() for s in servers]
             errors = []
+            if swarm is not None:
+                # not HTTP: what each replica sent is what its seeder uploaded
+                after, before = self._seeder_counters(swarm, servers, errors), [Counters() for _ in servers]
             if result.timed_out:
                 errors.append(f"timed out after {self.cfg.timeout_s:g} s")
             elif result.exit_code != 0:
@@ -451,9 +472,39 @@ class Bench:
                 connections_max=max(conns) if conns else None,
                 connections_median=statistics.median(conns) if conns else None, nodes=spec.nodes)
         finally:
+            if swarm is not None:
+                swarm.close()
             if site is not None:
                 site.close()
             shutil.rmtree(rundir, ignore_errors=True)
+
+    def _seeder_counters(self, swarm: Swarm, servers: Sequence[BenchServer], errors: list[str]) -> list[Counters]:
+        """Per server, what its seeder uploaded (0 requests: BitTorrent has no HTTP requests to count)."""
+        counts = [Counters() for _ in servers]
+        try:
+            for i, sent in enumerate(swarm.uploaded()):
+                counts[i] = Counters(0, sent)
+        except (DtuneError, OSError, subprocess.SubprocessError) as exc:
+            errors.append(f"uncounted: {exc}")
+        return counts
+
+    def _start_swarm(self, tb: Testbed, servers: Sequence[BenchServer], ds: PreparedDataset, spec: ToolSpec,
+                     rundir: Path) -> Swarm:
+        """The dataset's torrent (made on first use), then the tracker and seeders of one run, ready."""
+        if ds.spec.name not in self._torrents:
+            torrent = rundir.parent / "torrents" / f"{ds.spec.name}.torrent"
+            t0 = time.monotonic()
+            info = make_torrent(ds.root, torrent, announce_url(tb.client_addr(0)), ds.total_bytes)
+            self._torrents[ds.spec.name] = (torrent, info)
+            self.echo(f"bench: torrent of {ds.spec.name} made in {time.monotonic() - t0:.1f} s "
+                      f"(info_hash {info.hex()})")
+        torrent, info = self._torrents[ds.spec.name]
+        seeding = servers if peer(spec.tool).mirrors(spec) else servers[:1]
+        plan = swarm_plan(str(torrent), str(ds.root.parent), tb.client_ns,
+                          [(s.ns, s.addr, tb.client_addr(s.index)) for s in seeding])
+        swarm = Swarm(tb, plan, info, Path(tempfile.mkdtemp(prefix="dtune-bt-", dir=rundir)))
+        swarm.start()
+        return swarm
 
     def _failed_record(self, ds: PreparedDataset, combo: Combo, rep: int, error: str) -> RunRecord:
         """A run that could not start its client (e.g. the row's Dask cluster did not come up)."""
@@ -498,6 +549,6 @@ class Bench:
                          for d in datasets],
             "tools": [asdict(t) for t in tools],
             "skipped": self.skipped,
-            "versions": _tool_versions([t.tool for t in tools] + [cfg.server]),
+            "versions": _tool_versions([name for t in tools for name in _binaries(t.tool)] + [cfg.server]),
             "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version()},
         }
