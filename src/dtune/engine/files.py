@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-from email.utils import formatdate
 from pathlib import Path
 
 from dtune import checksums
@@ -237,6 +236,8 @@ class FileState:
                         self.size = st.st_size
                     return "skip"
                 if decision == "ask":
+                    from email.utils import formatdate  # (only then: its import is start-up time)
+
                     self.if_modified_since = formatdate(st.st_mtime, usegmt=True)
                     self.local_size = st.st_size
             except (OSError, ImportError):  # (ImportError: crc32c missing; verify says so after the fetch)
