@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.marks import NETNS
+from support.procs import processes_mentioning
 
 from dtune.testbed import netns
 
@@ -54,20 +55,6 @@ variant = "paper-baseline-2-seeders"
 """
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{pid}: {cmdline}")
-    return found
-
-
 def test_bittorrent_row_downloads_from_both_seeders_verified_and_leaves_nothing(tmp_path: Path) -> None:
     scenario = tmp_path / "bt.toml"
     scenario.write_text(SCENARIO)
@@ -94,5 +81,5 @@ def test_bittorrent_row_downloads_from_both_seeders_verified_and_leaves_nothing(
         for name in left:
             netns.delete_netns(name)
     assert left == []
-    assert _processes_mentioning(str(tmp)) == []  # no tracker, no seeder
+    assert processes_mentioning(str(tmp)) == []  # no tracker, no seeder
     assert list(tmp.iterdir()) == []  # the working directory (torrent, logs) is gone
