@@ -16,6 +16,7 @@ client keeps its own event loop); its events come back to the transfer's loop th
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib.util
 import os
 import threading
@@ -180,7 +181,9 @@ class Session:
                     pass
         except DtuneError:
             raise
-        except (OSError, TimeoutError, asyncio.CancelledError) as exc:
+        except (OSError, TimeoutError, asyncio.CancelledError, concurrent.futures.CancelledError) as exc:
+            # (a client that lost its scheduler cancels every future: distributed's FutureCancelledError,
+            # a concurrent.futures.CancelledError, comes from result() or exception() of a shard)
             if self.stop.is_set():
                 raise
             raise DtuneError(f"cluster {self.address}: lost the scheduler ({type(exc).__name__}: {exc}); "
