@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.marks import NETNS
-from support.procs import processes_mentioning
-
-from dtune.testbed import netns
+from support.procs import processes_mentioning, remove_namespaces
 
 pytestmark = [*NETNS, pytest.mark.peers,
               pytest.mark.skipif(shutil.which("aria2c") is None, reason="needs aria2c"),
@@ -77,9 +75,7 @@ def test_bittorrent_row_downloads_from_both_seeders_verified_and_leaves_nothing(
         assert sum(sent) >= int(row["bytes"])
         assert "torrent of tiny made" in proc.stderr + proc.stdout
     finally:
-        left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
-        for name in left:
-            netns.delete_netns(name)
+        left = remove_namespaces(run_id)
     assert left == []
     assert processes_mentioning(str(tmp)) == []  # no tracker, no seeder
     assert list(tmp.iterdir()) == []  # the working directory (torrent, logs) is gone

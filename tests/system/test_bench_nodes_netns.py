@@ -24,9 +24,7 @@ import sys
 from pathlib import Path
 
 from support.marks import NETNS
-from support.procs import processes_mentioning
-
-from dtune.testbed import netns
+from support.procs import processes_mentioning, remove_namespaces
 
 pytestmark = NETNS
 
@@ -105,9 +103,7 @@ def test_bench_on_three_nodes_records_nodes_and_cleans_up(tmp_path: Path) -> Non
             assert int(rows[v]["srv1_bytes"]) >= int(rows[v]["bytes"]) > 0
         assert "| command | each-node-a-share | 3 | 1/1 |" in proc.stdout
     finally:
-        left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
-        for name in left:
-            netns.delete_netns(name)
+        left = remove_namespaces(run_id)
     assert left == []
     assert processes_mentioning(str(tmp)) == []  # no scheduler or worker survived
     assert list(tmp.iterdir()) == []
@@ -142,9 +138,7 @@ def test_ctrl_c_during_a_cluster_row_leaves_no_scheduler_worker_namespace_or_tem
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
-        for name in left:
-            netns.delete_netns(name)
+        left = remove_namespaces(run_id)
     assert left == []
     assert processes_mentioning(str(tmp)) == []
     assert list(tmp.iterdir()) == []

@@ -18,9 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.marks import NEEDS_CURL, NETNS
-from support.procs import processes_mentioning
-
-from dtune.testbed import netns
+from support.procs import processes_mentioning, remove_namespaces
 
 pytestmark = [*NETNS, NEEDS_CURL]
 
@@ -75,9 +73,7 @@ def test_bench_runs_dtune_and_curl_verified_and_leaves_nothing(tmp_path: Path, s
         assert "| tiny | 200M-10ms | dtune | default | 1 | 1/1 |" in proc.stdout
         assert (out / "summary.md").exists() and (out / "results.json").exists()
     finally:
-        left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
-        for name in left:
-            netns.delete_netns(name)
+        left = remove_namespaces(run_id)
     assert left == []
     assert list(tmp.iterdir()) == []  # the working directory is gone
 
@@ -111,9 +107,7 @@ def test_ctrl_c_during_a_run_removes_namespaces_processes_and_temp_dir(tmp_path:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
-        for name in left:
-            netns.delete_netns(name)
+        left = remove_namespaces(run_id)
     assert left == []
     assert processes_mentioning(str(tmp)) == []
     assert list(tmp.iterdir()) == []
