@@ -47,7 +47,7 @@ def relpath_problem(name: object) -> tuple[str | None, str | None]:
         return None, f"not a string ({type(name).__name__})"
     if name == "":
         return None, "empty name"
-    for ch in name:
+    for ch in () if name.isascii() and name.isprintable() else name:  # (printable ASCII: none refused)
         category = unicodedata.category(ch)
         if category == "Cs" and 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte kept by errors="surrogateescape"
             return None, f"not valid UTF-8 (byte 0x{ord(ch) - 0xDC00:02X})"
@@ -126,7 +126,7 @@ class Inside:
             real = self._real(real, relpath)
         if real == self.root or not real.startswith(self._prefix):  # (the root itself: for "/")
             raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {real!r}, outside {self.root!r}")
-        return Path(self.root, *clean.split("/"))
+        return Path(os.path.join(self.root, clean))
 
     def _real(self, path: str, relpath: str) -> str:
         """``realpath(path)``; a symlink loop (which realpath leaves unresolved) is refused."""

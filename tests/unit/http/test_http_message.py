@@ -7,6 +7,7 @@ import email.utils
 import pytest
 
 from dtune.errors import ProtocolError, UsageError
+from dtune.http import message
 from dtune.http.message import (
     USER_AGENT,
     Origin,
@@ -54,6 +55,33 @@ def test_split_url_gives_origin_and_request_target(url, origin, target) -> None:
 def test_split_url_refuses_what_cannot_be_requested(url, why) -> None:
     with pytest.raises(UsageError, match=why):
         split_url(url)
+
+
+@pytest.mark.parametrize("rest", ["/", "/f", "/f?", "/f?x", "/f?x?y", "/f#", "/f#a?b", "/f?#z", "/f?a#b?c",
+                                  "//double", "/%2F..%2F", "/ü/x", "/a b", "/a\x00b", "/a\rb", "/;p?q"])
+@pytest.mark.parametrize("base", ["http://h", "http://h:8080", "https://u:pw@h", "http://[::1]:81", "HTTP://H",
+                                  "http://h:99999", "http://", " http://h", "http://h?q", "http://h#f"])
+def test_split_url_of_a_known_origin_is_what_urlsplit_gives(base, rest) -> None:
+    """After one URL of an origin, its other URLs are split without urlsplit (``_ORIGINS``):
+    each gives the same answer, or the same refusal, as the first time."""
+    def answer(url: str) -> object:
+        try:
+            return split_url(url)
+        except UsageError as exc:
+            return str(exc)
+
+    message._ORIGINS.clear()
+    fresh = answer(base + rest)
+    answer(base + "/known")                 # the origin is now known, if it can be
+    assert answer(base + rest) == fresh
+    message._ORIGINS.clear()
+    assert answer(base + rest) == fresh     # (and the slow path alone agrees)
+
+
+def test_split_url_remembers_few_origins() -> None:
+    for n in range(3 * message._ORIGINS_MAX):
+        split_url(f"http://h{n}/x")
+    assert 0 < len(message._ORIGINS) <= message._ORIGINS_MAX
 
 
 @pytest.mark.parametrize(("origin", "host_header", "text"), [
