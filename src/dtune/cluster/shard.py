@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 MIB = 1 << 20
 PER_NODE = 2          # shards per node: a node that finishes early takes the next shard; each shard is one
-                      # more start and tail of an engine (3 per node: 0.93x the rate of 1 per node, 2: 0.98x)
+                      # more start and tail of an engine (docs/scale.md: 3 per node ran at 0.94x the rate of 1, 2 at 0.985x)
 MIN_PIECE = 8 * MIB   # a piece smaller than this costs more in requests and journals than it balances
 
 
