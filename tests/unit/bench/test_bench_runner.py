@@ -289,6 +289,12 @@ def test_tail_seconds_run_from_the_first_sample_past_95_percent_to_the_exit() ->
     assert tail_seconds([], 1000, end=1.0) is None
 
 
+def test_tail_seconds_count_from_what_the_trace_counted_when_that_is_more_than_the_dataset() -> None:
+    # 1.2x the dataset crossed (segments sent again): 95 % of 1200, not of 1000
+    samples = [Sample(1.0, 500), Sample(2.0, 950), Sample(3.0, 1150), Sample(3.5, 1200)]
+    assert tail_seconds(samples, 1000, end=4.0) == pytest.approx(1.0)
+
+
 def test_tail_pace_is_the_last_5_percent_rate_over_the_steady_rate() -> None:
     steady = [Sample(0.1 * i, 100 * i) for i in range(11)]          # 1000 bytes/s up to 1000 bytes …
     assert tail_pace(steady) == pytest.approx(1.0, abs=0.05)         # … an even pace: no tail
