@@ -15,7 +15,8 @@ MARKER = ".dtune-cluster-marker"
 
 
 def marker_path(outdir: str) -> str:
-    return os.path.join(outdir, MARKER)
+    """Absolute: a worker reads it from a working directory of its own."""
+    return os.path.join(os.path.abspath(outdir), MARKER)
 
 
 def write_marker(outdir: str) -> tuple[str, str]:

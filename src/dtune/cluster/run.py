@@ -287,7 +287,7 @@ class Session:
                 spec = _with_piece(spec, Piece(u.start, u.end, split.tag(u.start, u.end)))
             specs.append(spec)
             paths.append(str(self.paths[u.index]))
-        return {"shard": shard.id, "specs": specs, "paths": paths, "outdir": self.plan.outdir,
+        return {"shard": shard.id, "specs": specs, "paths": paths, "outdir": os.path.abspath(self.plan.outdir),
                 "given": self.plan.given, "cap": cap, "marker": path, "token": token, "topic": self.topic,
                 "note": TUNER_NOTE}
 

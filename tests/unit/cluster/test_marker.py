@@ -23,3 +23,12 @@ def test_a_node_that_sees_the_directory_passes_and_one_whose_marker_is_gone_fail
     (tmp_path / MARKER).unlink()  # the directory this node sees lacks it: another file system
     problem = check_marker(path, second)
     assert problem is not None and path in problem and "not there" in problem
+
+
+def test_the_marker_of_a_relative_output_directory_is_found_from_another_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "parent" / "out").mkdir(parents=True)
+    (tmp_path / "worker").mkdir()
+    monkeypatch.chdir(tmp_path / "parent")
+    path, token = write_marker("out")           # dtune get ... -o out --cluster ...
+    monkeypatch.chdir(tmp_path / "worker")      # a worker started elsewhere
+    assert check_marker(path, token) is None
