@@ -215,13 +215,27 @@ class Session:
                    "reason": [TUNER_NOTE]})
         tasks = [self.task(shard, cap, path, token) for shard in shards]
         client.subscribe_topic(self.topic, self._heard)
-        futures = []
+        futures: list = []
+        waiting = list(tasks)
+
+        def submit() -> None:
+            t = waiting.pop(0)
+            future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}")
+            futures.append(future)
+            pending.append(future)
+
+        # One shard per worker out at a time: the next goes out when one is done, so that it runs
+        # on the node that is free. (All at once, Dask sends each worker two to hold: a node at
+        # half the rate then kept a third of the data, and the shards' queue balanced nothing.)
+        pending: list = []
         try:
             self.watch.latest = time.monotonic()
-            futures = [client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}")
-                       for t in tasks]
+            while waiting and len(pending) < nodes:
+                submit()
             results = []
-            for future in self._completed(client, futures):
+            for future in self._completed(client, pending):
+                if waiting:
+                    submit()
                 if future.status == "error":
                     exc = future.exception()
                     raise exc if isinstance(exc, DtuneError) else DtuneError(
@@ -241,12 +255,14 @@ class Session:
                 pass
         return self._result(results, split_files)
 
-    def _completed(self, client, futures: list):  # noqa: ANN001, ANN202 (an iterator of futures)
-        """Each future as it finishes (polled: ``as_completed`` wants a default client). Raises
-        OSError once the client has lost the scheduler, CancelledError when the transfer stops,
-        DtuneError when a shard has made no progress for too long (``watch``)."""
-        pending = list(futures)
-        shard_of = {f.key: int(str(f.key).rsplit("-", 1)[1]) for f in futures}   # (keys: TOPIC-SHARD)
+    def _completed(self, client, pending: list):  # noqa: ANN001, ANN202 (an iterator of futures)
+        """Each future of ``pending`` as it finishes, removed from it (polled: ``as_completed`` wants
+        a default client; the caller may add futures between two). Raises OSError once the client
+        has lost the scheduler, CancelledError when the transfer stops, DtuneError when a shard has
+        made no progress for too long (``watch``)."""
+        def shard_of(future) -> int:  # noqa: ANN001 (keys: TOPIC-SHARD)
+            return int(str(future.key).rsplit("-", 1)[1])
+
         while pending:
             if self.stop.is_set():
                 raise asyncio.CancelledError()
@@ -256,7 +272,7 @@ class Session:
                 raise OSError(f"no answer from the scheduler for {LOST_AFTER:.0f} s")
             if client.status == "running":
                 self._connected = time.monotonic()
-                self._check_progress(client, {shard_of[f.key]: f.key for f in pending})
+                self._check_progress(client, {shard_of(f): f.key for f in pending})
             ready = [f for f in pending if f.done()]
             for future in ready:
                 pending.remove(future)
