@@ -215,8 +215,12 @@ class Session:
                    "reason": [TUNER_NOTE]})
         tasks = [self.task(shard, cap, path, token) for shard in shards]
         client.subscribe_topic(self.topic, self._heard)
-        futures: list = []
+        # One shard per worker out at a time: the next goes out when one is done, so that it runs
+        # on the node that is free. (All at once, Dask sends each worker two to hold: a node at
+        # half the rate then kept a third of the data, and the shards' queue balanced nothing.)
         waiting = list(tasks)
+        pending: list = []   # submitted, not done
+        futures: list = []   # every one submitted (cancelled at the end)
 
         def submit() -> None:
             t = waiting.pop(0)
@@ -224,10 +228,6 @@ class Session:
             futures.append(future)
             pending.append(future)
 
-        # One shard per worker out at a time: the next goes out when one is done, so that it runs
-        # on the node that is free. (All at once, Dask sends each worker two to hold: a node at
-        # half the rate then kept a third of the data, and the shards' queue balanced nothing.)
-        pending: list = []
         try:
             self.watch.latest = time.monotonic()
             while waiting and len(pending) < nodes:
