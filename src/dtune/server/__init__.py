@@ -5,7 +5,8 @@ Modules, from the outside in:
 * ``cli``        the ``serve`` sub-command (flags and help only)
 * ``app``        ``FileServer`` (listening socket, counters, deadlines), ``run``
 * ``thread``     ``ServerThread``: a ``FileServer`` on a background event loop (``LoopThread``)
-* ``protocol``   ``HttpConnection``: in-order pipelined answers, sendfile (under TLS: pieces through the transport)
+* ``protocol``   ``HttpConnection``: in-order pipelined answers, small bodies inline
+* ``send``       ``BodySender``: large bodies by sendfile (under TLS: pieces through the transport)
 * ``request``    ``RequestReader``: httptools parsing and the request size limits (no I/O)
 * ``context``    ``ServerContext`` / ``Connection``: what a connection and the server use of each other; ``Stats``
 * ``places``     who is served when every place is taken: waiting connections, reclaiming unused places (pure)

@@ -27,7 +27,8 @@ take over, waiting for writability on a ``dup`` of the socket (asyncio and
 uvloop both refuse ``add_writer`` on a descriptor their transport owns).
 ``loop.sendfile`` is not used: uvloop does not implement it, and the own
 loop gives the same speed on both loops plus progress times for the send
-deadline. ``docs/server.md`` has the measurements.
+deadline. ``docs/server.md`` has the measurements. The body-sending methods
+live in ``send.py`` (``BodySender``, which this class inherits).
 
 Under TLS the socket carries ciphertext, so nothing bypasses the transport:
 bodies above ``inline_body_max`` are ``pread`` in pieces of ``tls_piece``
@@ -71,6 +72,7 @@ from dtune.server.conditions import etag_for, http_date, plan_file_response
 from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
 from dtune.server.request import Request, RequestReader
+from dtune.server.send import BodySender, wake
 
 STATS_PATH = b"/.well-known/dtune/stats"
 
@@ -99,12 +101,7 @@ def content_type(path: bytes) -> str:
     return found
 
 
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-class HttpConnection(asyncio.Protocol):
+class HttpConnection(BodySender, asyncio.Protocol):
     """The asyncio protocol for one accepted connection (see module docstring)."""
 
     def __init__(self, server: ServerContext) -> None:
@@ -164,7 +161,7 @@ class HttpConnection(asyncio.Protocol):
             os.close(self._dup_fd)
             self._dup_fd = -1
         if self._write_waiter is not None:
-            _wake(self._write_waiter)
+            wake(self._write_waiter)
         self._srv.connection_closed(self)
 
     def eof_received(self) -> bool:
@@ -186,7 +183,7 @@ class HttpConnection(asyncio.Protocol):
         self._write_paused = False
         self._progress_at = self._loop.time()
         if self._write_waiter is not None:
-            _wake(self._write_waiter)
+            wake(self._write_waiter)
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
@@ -447,141 +444,6 @@ class HttpConnection(asyncio.Protocol):
         if self._tls:
             return self._stream(req, status, fd, head, start, length)
         return self._send_body(req, status, fd, head, start, length)
-
-    def _send_body(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int):  # type: ignore[no-untyped-def]
-        """Send head and body now, straight to the socket, as far as it takes them without waiting.
-
-        Returns None when all went out, else the coroutine that sends the rest.
-        Writing past the transport is safe only while its buffer is empty.
-        """
-        self._flush()
-        sock = self._sock_fd
-        if sock < 0 or self._closed or self._transport.get_write_buffer_size() > 0:  # type: ignore[union-attr]
-            return self._sendfile(req, status, fd, head, offset, length)
-        try:
-            head = head[os.write(sock, head):]
-            while not head and length > 0:
-                n = os.sendfile(sock, fd, offset, length)
-                if n == 0:  # the file shrank under us; the promised length cannot be kept
-                    os.close(fd)
-                    self._srv.stats.cut += 1
-                    self._abort()
-                    return None
-                offset += n
-                length -= n
-                self._srv.stats.bytes_sent += n
-        except BlockingIOError:
-            pass
-        except OSError:  # EPIPE, ECONNRESET: the client is gone
-            os.close(fd)
-            self._srv.stats.cut += 1
-            self._abort()
-            return None
-        if head or length:
-            return self._sendfile(req, status, fd, head, offset, length)
-        os.close(fd)
-        self._finish(req, status, 0)
-        return None
-
-    async def _sendfile(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
-        """Send ``head`` then ``length`` bytes of ``fd`` straight to the socket."""
-        sent_body = 0
-        try:
-            sock = await self._direct_socket()
-            if sock < 0:
-                return
-            loop = self._loop
-            while head:
-                try:
-                    n = os.write(sock, head)
-                except BlockingIOError:
-                    await self._writable(sock)
-                    continue
-                head = head[n:]
-            while length > 0:
-                try:
-                    n = os.sendfile(sock, fd, offset, length)
-                except BlockingIOError:
-                    await self._writable(sock)
-                    continue
-                if n == 0:  # the file shrank under us; the promised length cannot be kept
-                    self._abort()
-                    return
-                offset += n
-                length -= n
-                sent_body += n
-                self._srv.stats.bytes_sent += n
-                self._progress_at = loop.time()
-        except (BrokenPipeError, ConnectionError):
-            self._abort()
-            return
-        except OSError as exc:
-            self._srv.internal_error("sendfile", exc)
-            self._abort()
-            return
-        finally:
-            os.close(fd)
-            if head or length:  # the client went away, or the server stopped: cut short
-                self._srv.stats.cut += 1
-        self._finish(req, status, 0)
-
-    async def _stream(self, req: Request, status: int, fd: int, head: bytes, offset: int, length: int) -> None:
-        """TLS: ``head``, then ``length`` bytes of ``fd`` in pieces through the transport (no sendfile).
-
-        A piece is read only while the transport takes more (flow control), so
-        at most one piece plus the transport's buffers is held in memory.
-        """
-        transport = self._transport
-        stats = self._srv.stats
-        piece = self._cfg.tls_piece
-        loop = self._loop
-        try:
-            transport.write(head)  # type: ignore[union-attr]
-            while length > 0:
-                if self._write_paused:
-                    await self._wait_writable_transport()
-                if self._closed:
-                    return
-                data = os.pread(fd, min(piece, length), offset)
-                if not data:  # the file shrank under us; the promised length cannot be kept
-                    self._abort()
-                    return
-                transport.write(data)  # type: ignore[union-attr]
-                n = len(data)
-                offset += n
-                length -= n
-                stats.bytes_sent += n
-                self._progress_at = loop.time()
-                await asyncio.sleep(0)  # a client that reads as fast as we write must not keep the loop
-        finally:
-            os.close(fd)
-            if length:  # the client went away, or the server stopped: cut short
-                stats.cut += 1
-        self._finish(req, status, 0)
-
-    async def _direct_socket(self) -> int:
-        """A descriptor for writing past the transport, once the transport's buffer is empty."""
-        transport = self._transport
-        if self._dup_fd < 0:
-            if self._sock_fd < 0 or self._closed:
-                return -1
-            self._dup_fd = os.dup(self._sock_fd)
-        while transport is not None and transport.get_write_buffer_size() > 0:
-            if self._closed:
-                return -1
-            await self._writable(self._dup_fd)
-            await asyncio.sleep(0)  # let the transport flush its own buffer first
-        return -1 if self._closed else self._dup_fd
-
-    async def _writable(self, fd: int) -> None:
-        fut = self._loop.create_future()
-        self._loop.add_writer(fd, _wake, fut)
-        try:
-            await fut
-        finally:
-            self._loop.remove_writer(fd)
-        if self._closed:
-            raise ConnectionResetError("connection closed")
 
     async def _directory(self, req: Request, target, real: str, query: bytes | None) -> None:  # type: ignore[no-untyped-def]
         accept = req.headers.get(b"accept", b"")
