@@ -32,6 +32,10 @@ ranges are; a sub-directory that still cannot be listed goes into
 ``Dataset.unlisted``: the rest of the tree is still fetched, and the run
 fails naming it (exit 0 means the whole tree).
 
+Walking a directory tree and reading the checksum files it holds live in
+``discovery/tree.py`` (``TreeWalk``, which the per-call state inherits); the
+parsers they need are imported on first use, not for a one-file source.
+
 The network is injected: ``fetch`` is a coroutine function with the
 signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
 """
@@ -39,7 +43,6 @@ signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -48,18 +51,16 @@ from typing import TYPE_CHECKING
 
 from dtune.checksums import Checksum
 from dtune.dataset import Dataset, FileSpec
-from dtune.discovery import sums
-from dtune.discovery.entries import Entry, Listing
-from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
+from dtune.discovery.entries import Entry
 from dtune.discovery.paths import relpath_problem, resolve_inside, safe_relpath
 from dtune.discovery.select import EVERYTHING, Selection
+from dtune.discovery.tree import TreeWalk, one_line
 from dtune.discovery.urllist import parse_url_list
 from dtune.discovery.urls import (
     checksum_from_headers,
     join_url,
     last_segment,
     path_is_dir,
-    relative_segments,
     requote_url,
 )
 from dtune.errors import DiscoveryError, DtuneError, UsageError
@@ -74,10 +75,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
 
-# Directory listings fetched at once. Eight hides most of the per-directory
-# round trip on a WAN for trees of many small directories, while staying far
-# below what a shared web server would notice as a crawl.
-LISTING_CONCURRENCY = 8
 # A listing body may hold a whole tree (a manifest); allow ~256 bytes per
 # file up to max_files, at least fetch's usual 64 MiB, at most 1 GiB.
 _BYTES_PER_LISTED_FILE = 256
@@ -160,50 +157,7 @@ def _checked_mirror(mirror: str) -> str:
         raise DiscoveryError(f"mirror {mirror!r}: {exc}") from None
 
 
-def _read_small(path: str, limit: int) -> bytes:
-    """A local file of at most ``limit`` bytes (OSError EFBIG beyond)."""
-    with open(path, "rb") as fh:
-        body = fh.read(limit + 1)
-    if len(body) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB")
-    return body
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _content_type(headers: dict[str, str]) -> tuple[str, str | None]:
-    value = headers.get("content-type", "")
-    mime, _, params = value.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset":
-            charset = val.strip().strip('"') or None
-    return mime.strip().lower(), charset
-
-
-def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
-    """Which kind of listing a directory response is, and its entries."""
-    mime, charset = _content_type(res.headers)
-    first = res.body.lstrip()[:1]
-    is_html = mime in ("text/html", "application/xhtml+xml")
-    if "json" in mime or (not is_html and first in (b"{", b"[")):
-        doc = load_json(res.body, page_url, "directory listing")
-        if is_manifest(doc):
-            return "manifest", manifest_entries(doc, page_url)
-        if isinstance(doc, list):
-            from dtune.discovery.autoindex import nginx_json_entries  # listings only: not for one file
-            return "nginx-json", nginx_json_entries(doc, page_url)
-        raise DiscoveryError(f"{page_url}: JSON listing is neither a dtune manifest nor an nginx JSON index")
-    if is_html or (not mime and first == b"<"):
-        from dtune.discovery.autoindex import parse_html_index  # html.parser: listings only
-        return "html", parse_html_index(res.body, page_url, page_url, charset=charset)
-    raise DiscoveryError(f"{page_url}: cannot list a directory served as {mime or 'no content type'!r}")
-
-
-class _Discovery:
+class _Discovery(TreeWalk):
     """Accumulates one ``Dataset`` over all sources (state for a single ``discover`` call)."""
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
@@ -317,7 +271,7 @@ class _Discovery:
             raise
         except (DtuneError, OSError) as exc:  # TimeoutError is an OSError
             retryable = isinstance(exc, OSError) or getattr(exc, "retryable", False)
-            raise DiscoveryError(f"{what}: {_one_line(exc)}", retryable=retryable) from None
+            raise DiscoveryError(f"{what}: {one_line(exc)}", retryable=retryable) from None
         headers = {k.lower(): v for k, v in res.headers.items()}
         if not status_ok and res.status != 200:
             retryable = res.status in (408, 429) or res.status >= 500
@@ -482,140 +436,3 @@ class _Discovery:
         self.add(FileSpec(url=entry.urls[0], relpath=relpath, size=entry.size, mtime=entry.mtime, ranges=True,
                           mirrors=[join_url(m, relpath) if path_is_dir(m) else m for m in mirrors],
                           checksum=entry.checksum), source)
-
-    # -- directories -----------------------------------------------------------------------
-
-    async def _list_one(self, url: str, limit: asyncio.Semaphore) -> FetchResult | DiscoveryError:
-        async with limit:
-            try:
-                return await self._call(url, headers={"Accept": "application/json"}, status_ok=False,
-                                        max_bytes=self._listing_max_bytes)
-            except DiscoveryError as exc:
-                return exc
-
-    async def _directory(self, start: str, source: str) -> None:
-        """Walk a directory tree breadth first; relpaths are relative to ``start``."""
-        root: str | None = None  # the start URL after redirects: everything must stay under it
-        seen: set[str] = {start}
-        level: list[tuple[str, str, int]] = [(start, "", 0)]  # (url, relpath prefix, depth)
-        limit = asyncio.Semaphore(LISTING_CONCURRENCY)
-        while level:
-            if self.full():
-                self.cut = True  # (directories left unlisted)
-                break
-            self._listed += len(level)
-            if self._listed > self._max_files:
-                raise DiscoveryError(f"{source}: more than max_files={self._max_files} directory listings")
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._list_one(url, limit)) for url, _, _ in level]
-            next_level: list[tuple[str, str, int]] = []
-            for (url, prefix, depth), task in zip(level, tasks, strict=True):
-                outcome = task.result()
-                if isinstance(outcome, DiscoveryError):
-                    if root is None:
-                        raise outcome
-                    self.dataset.unlisted.append((prefix, f"{prefix}: directory of {source} could not be "
-                                                          f"listed: {outcome}"))
-                    continue
-                try:
-                    final = requote_url(outcome.url)
-                except ValueError:
-                    final = url
-                if root is None:
-                    root = final if path_is_dir(final) else url
-                elif final != url:
-                    if final in seen:
-                        continue  # redirected to a directory already listed
-                    if relative_segments(final, root) is None:
-                        self.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
-                        continue
-                seen.add(final)
-                _, listing = _parse_directory(outcome, final)
-                self.dataset.warnings.extend(listing.warnings)
-                for entry in listing.entries:
-                    sub = self._entry(entry, final, prefix, depth, source)
-                    if sub is not None and sub[0] not in seen:
-                        seen.add(sub[0])
-                        next_level.append(sub)
-            level = next_level
-
-    def _entry(self, entry: Entry, page: str, prefix: str, depth: int,
-               source: str) -> tuple[str, str, int] | None:
-        """Add a file entry; return ``(url, prefix, depth)`` for a sub-directory to list next."""
-        rel = self.safe(entry.name, page)
-        if rel is None:
-            return None
-        relpath = self.safe(rel, page, prefix)
-        if relpath is None:
-            return None
-        url = entry.urls[0] if entry.urls else join_url(page, rel)
-        if entry.is_dir:
-            if not self._select.descends(relpath, depth + 1):
-                return None  # pruned by --exclude DIR/ or --max-depth: never requested
-            if depth + 1 > self._max_depth:
-                self.warn(f"not descending into {relpath + '/'!r} of {source}: deeper than "
-                          f"max_depth={self._max_depth}")
-                return None
-            if not url.endswith("/"):
-                url += "/"
-            return url, relpath + "/", depth + 1
-        spec = FileSpec(url=url, relpath=relpath, size=entry.size, checksum=entry.checksum,
-                        mirrors=self._dir_mirrors(relpath), mtime=entry.mtime)
-        self.add(spec, source)
-        if sums.checksum_file_kind(relpath.rpartition("/")[2]) is not None:
-            self._checksum_files.append(spec)
-        return None
-
-    # -- checksum files (discovery/sums.py) ------------------------------------------------
-
-    async def read_checksum_files(self, explicit: Sequence[str], listed: bool) -> None:
-        """Give files the digests of the checksum files the listings hold (``listed``) and of those the
-        user named; a listed one that cannot be read costs a warning, a named one is an error."""
-        files = {spec.relpath: spec for spec in self.dataset.files}
-        jobs = [self._explicit_checksum_job(where) for where in explicit]
-        if listed:
-            kept = [s for s in self._checksum_files if files.get(s.relpath) is s]  # (not a refused duplicate)
-            jobs += sums.listed_jobs(kept, files, self.warn)
-        if not jobs:
-            return
-        limit = asyncio.Semaphore(LISTING_CONCURRENCY)
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(self._read_checksum_file(job, limit)) for job in jobs]
-        for job, task in zip(jobs, tasks, strict=True):
-            body = task.result()
-            if isinstance(body, DiscoveryError):
-                raise body
-            if body is not None:
-                parsed = sums.parse_sums(body, job.kind, job.label)
-                sums.attach(parsed, job.directory, files, job.label, self.warn, suffix_match=job.explicit)
-
-    def _explicit_checksum_job(self, where: str) -> sums.Job:
-        if os.path.isfile(where):
-            name = os.path.basename(where)
-            label = where
-        else:
-            try:
-                where = requote_url(where)
-            except ValueError as exc:
-                raise DiscoveryError(f"--checksum-file {where}: not an existing file, and {exc}") from None
-            name = label = last_segment(where)  # (not the URL: its query may hold a signature)
-        return sums.Job(where, sums.checksum_file_kind(name) or sums.ANY, "", label, explicit=True)
-
-    async def _read_checksum_file(self, job: sums.Job, limit: asyncio.Semaphore) -> bytes | DiscoveryError | None:
-        """The bytes of a checksum file; None after a warning (a listed one that cannot be read); the
-        error for one the user named (returned, not raised: the other reads finish first)."""
-        async with limit:
-            try:
-                if job.explicit and os.path.isfile(job.where):
-                    return await asyncio.to_thread(_read_small, job.where, sums.MAX_BYTES)
-                res = await self._call(job.where, max_bytes=sums.MAX_BYTES)
-                if res.status != 200:
-                    raise DiscoveryError(f"GET {job.where}: answered HTTP {res.status}")
-                return res.body
-            except (DiscoveryError, OSError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
-                if job.explicit:
-                    return DiscoveryError(f"--checksum-file {job.label}: {reason}")
-                self.warn(f"{job.label}: not read as a checksum file ({reason}); the files it names "
-                          f"are checked by the other digests published, else by size only")
-                return None

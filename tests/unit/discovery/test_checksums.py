@@ -179,6 +179,19 @@ def test_checksum_file_kind_by_name(name: str, kind: Kind | None) -> None:
     assert checksum_file_kind(name) == kind
 
 
+_NAME_PARTS = st.sampled_from(["SHA256SUMS", "sha512sums", "MD5SUMS", ".txt", ".sha256sum", ".md5sum", ".sha1",
+                               ".MD5", ".sha512", ".Sha224", "sums", "sum", "data", "x.iso", ".", "/", "a/b/"])
+
+
+@given(st.lists(_NAME_PARTS, min_size=1, max_size=4).map("".join))
+@settings(max_examples=400, deadline=None)
+def test_the_listing_walks_cheap_name_test_never_misses_a_checksum_file(relpath: str) -> None:
+    # a directory walk asks sums only about names that pass a suffix test: it must pass every real one
+    from dtune.discovery.tree import _is_checksum_file
+
+    assert _is_checksum_file(relpath) == (checksum_file_kind(relpath.rpartition("/")[2]) is not None)
+
+
 @pytest.mark.parametrize(("line", "expected"), [
     (f"{H256}  a.bin", ("a.bin", "sha256", H256)),                   # GNU text mode
     (f"{H256} *a.bin", ("a.bin", "sha256", H256)),                   # GNU binary mode
