@@ -37,7 +37,7 @@ from support.fakeserver import FakeServer, Rule
 
 from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
-from dtune.engine import Engine, core
+from dtune.engine import Engine, reports
 from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.http.memory import MemoryNetwork
 from dtune.params import Params
@@ -460,7 +460,7 @@ def test_503_several_times_then_success_counts_retries(server: FakeServer, tmp_p
 
 def test_short_backoffs_are_not_rounded_up_to_the_one_second_tick(
         server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(core.random, "uniform", lambda a, b: 1.0)   # no jitter: delay is exactly 15.1 ms
+    monkeypatch.setattr(reports.random, "uniform", lambda a, b: 1.0)   # no jitter: delay is exactly 15.1 ms
     server.files["/flaky.bin"] = blob(5000)
     server.rules["/flaky.bin"] = Rule(status=503, times=4)
     opts = replace(FAST, backoff_base=0.0151, backoff_max=0.0151, retries=6)

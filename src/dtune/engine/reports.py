@@ -1,0 +1,332 @@
+"""What the engine does with a request's report: finish, retry, restart, fail or commit a file.
+
+``FileReports`` is the part of ``Engine`` (``core.py``, which inherits it) that
+acts on what a request reports. ``_report`` is the one entry: each report
+(``outcomes``: Finished, Failed, NotModified, SizeLearned, RangeHonoured,
+RangeIgnored, FileChanged, Redirected, WrongReplica) goes to its handler,
+which asks the pure outcome rules (``after_failure``, ``after_change``,
+``after_not_modified``) what it means and performs that: the range goes back
+to its file or is kept, the file is retried after a delay, started over,
+skipped, failed with a reason that names it, or queued for commit
+(verification, fsync and rename in ``commit.py``). Every file ends exactly
+once, in ``_file_finished``, whichever way it ends.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import TYPE_CHECKING
+
+from dtune.engine.outcomes import (
+    Failed,
+    FailFile,
+    Failure,
+    FileChanged,
+    Finished,
+    NotModified,
+    RangeHonoured,
+    RangeIgnored,
+    Redirected,
+    Requeue,
+    RestartFile,
+    Retry,
+    Settle,
+    SizeLearned,
+    SkipFile,
+    WrongReplica,
+    after_change,
+    after_failure,
+    after_not_modified,
+)
+from dtune.engine.scheduler import give_back
+from dtune.errors import DiskError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from dtune.accounting import Accounting
+    from dtune.engine.commit import Committer
+    from dtune.engine.files import FileState
+    from dtune.engine.options import EngineOptions
+    from dtune.engine.origins import OutageProbe
+    from dtune.engine.outcomes import ReplicaHealth, Report
+    from dtune.engine.request import RangeJob
+    from dtune.engine.scheduler import Scheduler
+    from dtune.http.message import Origin
+    from dtune.tuners.base import RangePolicy
+
+
+def verified_by(f: FileState) -> dict:
+    """What a ``file_done`` event says verified the file: ``"checksum": "sha256 (SHA256SUMS)"`` (None:
+    its size alone), and ``sha256_verified``, the key older readers of the events know."""
+    c = f.checksum
+    return {"checksum": c.label() if c is not None else None,
+            "sha256_verified": c is not None and c.algo == "sha256"}
+
+
+
+class FileReports:
+    """Report handlers of ``Engine``; the state they use is the engine's own."""
+
+    if TYPE_CHECKING:  # provided by Engine
+        options: EngineOptions
+        files: list[FileState]
+        health: ReplicaHealth
+        scheduler: Scheduler
+        outage: OutageProbe
+        origin_alive: dict[Origin, float]
+        acct: Accounting | None
+        range_policy: RangePolicy | None
+        _loop: asyncio.AbstractEventLoop | None
+        _committer: Committer
+        _remaining: int
+        _finished: asyncio.Event | None
+
+        def now(self) -> float: ...
+        def wake_idle(self) -> None: ...
+        def _emit(self, kind: str, **fields: object) -> None: ...
+        def _release(self, job: RangeJob, wake: bool = True) -> None: ...
+        def _adopt(self, f: FileState) -> None: ...
+        def _wake_partition(self, f: FileState) -> None: ...
+
+    # ---- reports from requests --------------------------------------------------------
+    def _report(self, job: RangeJob, what: Report) -> None:
+        """The one place that acts on what a request reports (``outcomes``)."""
+        if isinstance(what, Finished):
+            self._job_done(job)
+        elif isinstance(what, Failed):
+            self._job_failed(job, what.error)
+        elif isinstance(what, NotModified):
+            self._not_modified(job)
+        elif isinstance(what, SizeLearned):
+            self._learn_size(job.file, what.size, job)
+        elif isinstance(what, RangeHonoured):
+            if job.origin not in self.scheduler.ranges_ok:
+                self.scheduler.ranges_ok.add(job.origin)
+                self.wake_idle()  # lanes that waited for the first answer of a split file
+        elif isinstance(what, RangeIgnored):
+            self._to_single_stream(job.file, job, what.partial)
+        elif isinstance(what, FileChanged):
+            self._restart_file(job.file, what.reason)
+        elif isinstance(what, Redirected):
+            self._redirect(job, what.location)
+        elif isinstance(what, WrongReplica):
+            job.file.refused.add(job.replica)
+            self._emit("warning", file=job.file.relpath, replica=job.replica, reason=what.reason)
+
+    def _job_done(self, job: RangeJob) -> None:
+        f = job.file
+        if job.gen != f.gen:
+            self._release(job)
+            return
+        if job.ranged is False and f.size == 0:
+            f.done_zero = True
+        job.save_progress()
+        f.failures = 0
+        now = self.now()
+        lane = job.lane
+        if self.range_policy is not None and job.pos > job.first:
+            self.range_policy.observe(job.replica, lane.id, job.pos - job.first,
+                                      now - max(job.t_sent, lane.last_done), now)
+        lane.last_done = now
+        self.health.ok(job.replica)
+        self.origin_alive[job.origin] = now
+        conn = lane.conn
+        if (conn is not None and conn.server_closes and conn.responses <= 1
+                and conn.origin not in self.scheduler.no_pipeline):
+            # a server that closes after its first answer (HTTP/1.0, Connection: close) loses what
+            # is pipelined behind it, and a reset can take the unsent end of that answer with it:
+            # one request at a time to it. (One that closes after many, as nginx does after its
+            # keepalive_requests, is only ending a connection: not learnt)
+            self.scheduler.no_pipeline.add(conn.origin)
+            self._emit("warning", reason=f"{conn.origin} closes the connection after each answer: "
+                                         f"one request at a time to it")
+        if f.full_job is job:
+            f.full_job = None
+        self._release(job)
+        if f.probing and f.size is not None:
+            f.probing = False
+        self._settle(f)
+
+    def _not_modified(self, job: RangeJob) -> None:
+        """A 304 to the If-Modified-Since of a file in place: the copy on disk is the server's."""
+        f = job.file
+        self._release(job)
+        action = after_not_modified(current=job.gen == f.gen and f.status in ("queued", "active"),
+                                    new_version=f.if_modified_since is None)
+        if isinstance(action, SkipFile):
+            self._skip_file(f)
+        elif isinstance(action, Requeue):
+            give_back(f, job, job.start)
+            self._adopt(f)
+            self._wake_partition(f)
+
+    def _skip_file(self, f: FileState) -> None:
+        """The file needs nothing fetched: counted as skipped, as a complete file found at start."""
+        f.status = "skipped"
+        f.gen += 1  # the other answers to its conditional requests are dropped
+        if f.size is None:
+            f.size = f.local_size
+        f.close_files()
+        acct = self.acct
+        acct.files_skipped += 1
+        acct.bytes_resumed += f.size or 0
+        totals = acct.partition_totals[f.partition]
+        totals[2] += 1
+        totals[3] += f.size or 0
+        self._detach(f)
+        self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True)
+        self._file_finished()
+
+    def _settle(self, f: FileState) -> None:
+        """Commit a file once all its bytes are on disk and no request for it is out."""
+        if f.status == "active" and f.complete and f.in_flight == 0:
+            self._commit(f)
+        else:
+            self._wake_partition(f)
+
+    def _job_failed(self, job: RangeJob, exc: Exception) -> None:
+        f = job.file
+        if job.gen != f.gen:
+            self._release(job)
+            return
+        before = f.done.total()
+        try:
+            job.save_progress()
+        except DiskError as disk:
+            exc = disk
+        self._release(job)
+        if job.superseded:
+            if f.full_job is job:
+                f.full_job = None
+        else:
+            give_back(f, job, job.pos if job.status in (200, 206) and not job.discard else job.start)
+            self._adopt(f)
+        now = self.now()
+        fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
+                       innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
+                       gained=f.done.total() > before and getattr(exc, "progress", True),
+                       failures=f.failures, quiet=self.outage.quiet(job.origin, now, exc),
+                       waiting=max(0.0, f.not_before - now),
+                       replica=job.replica if len(f.replicas) > 1 else None)
+        jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
+        action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
+        if action is None:
+            return
+        if isinstance(action, Settle):
+            self._settle(f)
+            return
+        if isinstance(action, Retry) or getattr(action, "penalised", False):
+            job.lane.last_done = now  # the lane waited for this failure: its next answer is timed from now
+        pause = getattr(action, "pause", None)
+        if pause is not None:
+            if self.range_policy is not None:
+                self.range_policy.forget(job.replica)  # re-probe it when it comes back
+            self._emit("replica_paused", replica=job.replica, seconds=round(pause, 1), reason=str(exc))
+        if isinstance(action, Requeue):
+            self._wake_partition(f)
+        elif isinstance(action, FailFile):
+            if action.penalised:  # the retry that was not granted still counts
+                self.acct.retries += 1
+            self._fail_file(f, action.reason)
+        elif isinstance(action, Retry):
+            self._retry(f, action, exc)
+
+    def _retry(self, f: FileState, retry: Retry, exc: Exception) -> None:
+        f.failures = retry.failures
+        self.acct.retries += 1
+        delay = retry.delay
+        f.not_before = self.now() + delay
+        # wake the lanes when the backoff ends (not at the next tick); uvloop may fire a
+        # timer up to a millisecond early, so aim a little late
+        self._loop.call_later(delay + self.options.timer_slack, self._wake_partition, f)
+        self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
+        self._adopt(f)
+        self._wake_partition(f)
+
+    def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
+        f.learn_size(size, job.start, job.end, self.options.split_threshold)
+        if self.acct.bytes_total is not None or all(x.size is not None for x in self.files):
+            self.acct.bytes_total = sum(x.size or 0 for x in self.files)
+        self.acct.partition_totals[f.partition][0] += size
+        # a group that retired while the size was unknown had nothing of the file to hand back:
+        # its rest goes back to the queue now, or no lane would ever ask for it
+        self._adopt(f)
+        self._wake_partition(f)
+
+    def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool) -> None:
+        if f.stream_whole(job):
+            self._emit("retry", file=f.relpath, attempt=0, delay=0,
+                       reason=f"{f.relpath}: server ignores Range requests; fetching it as one stream")
+        if partial and job.origin not in self.scheduler.no_ranges:
+            # its other files are asked whole from the start: each range would bring the whole file
+            self.scheduler.no_ranges.add(job.origin)
+            self._emit("warning", reason=f"{job.origin} ignores Range requests: each of its files is "
+                                         f"fetched as one stream")
+
+    def _redirect(self, job: RangeJob, location: str) -> None:
+        job.file.follow_redirect(job.replica, job.url, location, self.options.max_redirects)
+
+    def _restart_file(self, f: FileState, reason: str) -> None:
+        """The file changed on the server: forget every byte of it and start over."""
+        f.restarts += 1
+        action = after_change(f.restarts, reason, self.options)
+        if isinstance(action, FailFile):
+            self._fail_file(f, action.reason)
+            return
+        assert isinstance(action, RestartFile)
+        f.forget()
+        self._adopt(f)
+        self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=reason + "; starting it over")
+
+    def _fail_file(self, f: FileState, reason: str) -> None:
+        if f.status in ("done", "failed", "skipped"):
+            return
+        if not reason.startswith(f.relpath):
+            reason = f"{f.relpath}: {reason}"  # every error names its file
+        f.status = "failed"
+        f.gen += 1
+        f.sync()
+        f.close_files()
+        kept = f.done.total()
+        if f.journal_kept(reason) and kept:
+            # (the part file and its journal stay: the rerun asks only for what is missing)
+            reason += (f"; the {kept} bytes already written are kept in {os.path.basename(f.part_path)}: "
+                       f"the same command resumes there once there is space")
+        f.error = reason
+        self.acct.files_failed += 1
+        self._detach(f)
+        self._emit("error", file=f.relpath, reason=reason)
+        self._file_finished()
+
+    # ---- commit ------------------------------------------------------------------------
+    def _commit(self, f: FileState) -> None:
+        """Queue a complete file for verification, fsync and rename (in a worker thread)."""
+        f.status = "verifying"
+        self._detach(f)
+        f.close_files()  # the queue can grow long: do not hold a descriptor per queued file
+        self._committer.add(f)
+
+    def _committed(self, f: FileState, error: str | None) -> None:
+        if error is not None:
+            f.status = "active"  # so that _fail_file records it
+            self._fail_file(f, error)
+            return
+        f.status = "done"
+        self.acct.files_done += 1
+        self.acct.partition_totals[f.partition][2] += 1
+        self._emit("file_done", file=f.relpath, size=f.size, **verified_by(f))
+        self._file_finished()
+
+    def _detach(self, f: FileState) -> None:
+        group = f.group
+        if group is not None and f in group.files:
+            group.files.remove(f)
+        f.group = None
+        self._wake_partition(f)
+
+    def _file_finished(self) -> None:
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._finished.set()
