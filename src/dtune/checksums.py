@@ -8,7 +8,6 @@ for each verified file.
 
 from __future__ import annotations
 
-import hashlib
 import zlib
 from dataclasses import dataclass
 
@@ -143,4 +142,6 @@ def hasher(algo: str):
         return _Adler32()
     if algo == "crc32c":
         return _Crc32c()
+    import hashlib  # (here, not at the top: a file checked by size alone never loads it)
+
     return hashlib.new(algo, usedforsecurity=False)  # (integrity, not security: md5 works in FIPS mode)

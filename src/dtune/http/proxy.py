@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from dtune.errors import HTTPError, ProtocolError, UsageError
@@ -105,7 +104,10 @@ def proxy_variable(environ: Mapping[str, str], scheme: str) -> tuple[str, str] |
 
 
 # ---- NO_PROXY ---------------------------------------------------------------------------------
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+if TYPE_CHECKING:  # (ipaddress loads when NO_PROXY is read or matched, not at start-up)
+    import ipaddress
+
+    Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +130,8 @@ class NoProxy:
             if entry == "*":
                 return cls(everything=True)
             host, port = _split_entry(entry)
+            import ipaddress
+
             try:
                 networks.append((ipaddress.ip_network(host, strict=False), port))
                 continue
@@ -142,6 +146,8 @@ class NoProxy:
         if self.everything:
             return True
         host = host.lower().strip("[]").rstrip(".")
+        import ipaddress
+
         try:
             address = ipaddress.ip_address(host)
         except ValueError:

@@ -25,7 +25,6 @@ Pure: headers in (lower-case names), decisions out.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 MAX_VALIDATOR = 256   # longer header values are not kept (a validator is a few dozen bytes)
 
@@ -88,6 +87,23 @@ def http_time(value: object) -> float | None:
     return _epoch(value.strip())
 
 
+def utc_seconds(year: int, month: int, day: int, hour: int, minute: int, second: int) -> float:
+    """Seconds since the epoch of a UTC time, with ``datetime``'s ranges (ValueError outside
+    them), counted on the proleptic Gregorian calendar (days from 1970-01-01 by 400-year eras)."""
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not (1 <= year <= 9999 and 1 <= month <= 12
+            and 1 <= day <= (29 if leap and month == 2 else _DAYS_IN[month])
+            and 0 <= hour < 24 and 0 <= minute < 60 and 0 <= second < 60):
+        raise ValueError("date out of range")
+    y = year - (month <= 2)
+    era, year_of_era = divmod(y, 400)
+    day_of_year = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146097 + day_of_era - 719468
+    return float(days * 86400 + hour * 3600 + minute * 60 + second)
+
+
+_DAYS_IN = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
                                        "Nov", "Dec"), 1)}
 
@@ -95,19 +111,19 @@ _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun",
 def _epoch(value: str) -> float | None:
     """An HTTP date in seconds since the epoch: the IMF-fixdate every current server sends
     (``Sun, 06 Nov 1994 08:49:37 GMT``) read here, the obsolete forms by ``email.utils``
-    (imported only then: its import is start-up time). A date without a zone is UTC."""
+    (imported only then, like ``datetime``: their imports are start-up time). A date without a
+    zone is UTC."""
     parts = value.split()
     try:
         if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS and parts[4].count(":") == 2:
             hour, minute, second = (int(x) for x in parts[4].split(":"))
-            when = datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), hour, minute, second,
-                            tzinfo=UTC)
-        else:
-            from email.utils import parsedate_to_datetime
+            return utc_seconds(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), hour, minute, second)
+        from datetime import UTC
+        from email.utils import parsedate_to_datetime
 
-            when = parsedate_to_datetime(value)
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
+        when = parsedate_to_datetime(value)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
         return when.timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):
         return None

@@ -49,7 +49,6 @@ from dtune.tuners.heuristic import (
     names_of,
     partition_files,
 )
-from dtune.tuners.mdtp import MdtpSizer
 
 MODES = ("sc", "mc", "promc")
 
@@ -269,6 +268,8 @@ class HeuristicTuner(Tuner):
         if self.replicas_ > 1:
             # dtune's own ground: partitions from the heuristic, and every partition's
             # lanes spread over the replicas with MDTP-sized ranges
+            from dtune.tuners.mdtp import MdtpSizer  # (only with replicas: start-up time)
+
             policy = MdtpSizer(rtt=dict(enumerate(facts.replica_rtt)))
             notes.append(f"{self.replicas_} replicas: each partition's lanes spread over all of "
                          "them, ranges sized by MDTP bin packing")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import email.utils
+import random
 
 import pytest
 
-from dtune.http.validators import Validators, http_time
+from dtune.http.validators import Validators, http_time, utc_seconds
 
 OLD = "Tue, 01 Dec 2026 10:00:00 GMT"
 NEW = "Tue, 01 Dec 2026 10:05:00 GMT"
@@ -69,3 +71,23 @@ def test_an_http_date_is_read_as_email_utils_reads_it(value: str) -> None:
                                    "Sun, 06 Foo 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:x:37 GMT", None, 12])
 def test_what_is_not_an_http_date_is_none(value: object) -> None:
     assert http_time(value) is None
+
+
+def test_utc_seconds_is_datetimes_count_and_refuses_what_datetime_refuses() -> None:
+    rng = random.Random(1994)
+    cases = [(1970, 1, 1, 0, 0, 0), (1, 1, 1, 0, 0, 0), (9999, 12, 31, 23, 59, 59), (2000, 2, 29, 12, 0, 0),
+             (1900, 2, 29, 0, 0, 0), (2100, 2, 29, 0, 0, 0), (2026, 4, 31, 0, 0, 0), (0, 1, 1, 0, 0, 0),
+             (2026, 12, 1, 24, 0, 0), (2026, 12, 1, 0, 60, 0), (2026, 12, 1, 0, 0, 60)]
+    cases += [(rng.randint(-5, 10005), rng.randint(0, 13), rng.randint(0, 32), rng.randint(-1, 24),
+               rng.randint(-1, 60), rng.randint(-1, 60)) for _ in range(20000)]
+    refused = 0
+    for case in cases:
+        try:
+            want = datetime.datetime(*case, tzinfo=datetime.UTC).timestamp()
+        except ValueError:
+            refused += 1
+            with pytest.raises(ValueError):
+                utc_seconds(*case)
+            continue
+        assert utc_seconds(*case) == want, case
+    assert 0 < refused < len(cases)
