@@ -25,6 +25,7 @@ from dtune.tuners.online import (
     OnlineTuner,
     busiest_share,
     constants_for,
+    pipeline_for,
     shape,
     total_lanes,
 )
@@ -193,6 +194,31 @@ def test_no_probe_in_the_last_seconds_of_a_transfer():
     assert all(t < 1.5 for t, _ in steps), [(round(t, 2), s.reason) for t, s in steps]
 
 
+def test_no_probe_when_the_windows_own_goodput_says_the_work_left_is_under_the_tail_seconds():
+    # the smoothed rate has no value before the first second (seconds_left None): the bytes left at
+    # the measured goodput decide; 1.5 s of work at 1 Gbit/s is the tail from the first window on
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    total = 1.5 * GBIT
+    search = OnlineSearch(16, cap=DEFAULT_CAP, window=WINDOW)
+    t, sent, steps = 0.0, 0.0, []
+    while t < 3.0:
+        t += TICK
+        sent += path.goodput(16, t, 16, 10.0) * TICK
+        step = search.observe(t, int(sent), 0.040, bytes_left=int(max(0.0, total - sent)))
+        if step is not None:
+            steps.append(step)
+    assert steps == [] and search.phase == "hold"
+    # the same start with 10 s of work left probes up
+    search = OnlineSearch(16, cap=DEFAULT_CAP, window=WINDOW)
+    t, sent = 0.0, 0.0
+    first = None
+    while t < 3.0 and first is None:
+        t += TICK
+        sent += path.goodput(16, t, 16, 10.0) * TICK
+        first = search.observe(t, int(sent), 0.040, bytes_left=int(10 * GBIT - sent))
+    assert first is not None and first.n == 32
+
+
 def test_every_step_says_what_it_measured():
     path = SimPath(lambda t: GBIT, lambda t: 0.040)
     search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
@@ -277,6 +303,31 @@ def test_without_search_the_tuner_only_caps_connections_to_one_origin():
     plan = tuner.plan([300_000_000] * 16, FACTS)                   # the size rule: cc 16 × p 16 = 256
     assert total_lanes(plan.params) <= 32 and plan.params["all"].p == 16
     assert tuner.label == "static"
+
+
+@pytest.mark.parametrize(("avg", "window", "want"), [
+    (100_000, WINDOW, 9),          # 2 × 367 KB windows of 100 KB files, and one more
+    (2_000, WINDOW, 369),
+    (10_000_000, WINDOW, 2),       # one file covers the windows: one being read, one behind it
+    (100_000, 0.7 * 6 * 2**20, 90),
+    (0, WINDOW, 1),
+])
+def test_pipeline_for_covers_two_windows_and_one_request(avg, window, want):
+    assert pipeline_for(avg, window, 2.0) == want
+
+
+def test_the_search_pipelines_whole_files_no_deeper_than_the_windows_need_and_keeps_the_users_pp():
+    sizes = [100_000] * 2000                                       # Algorithm 1: pp 52 at 40 ms
+    plan = OnlineTuner(HeuristicTuner("promc")).plan(sizes, FACTS)
+    assert plan.params["small"].pp == pipeline_for(100_000, WINDOW, 2.0) == 9
+    assert any("pp 5" in note and "→ 9" in note for note in plan.notes)
+    fixed = OnlineTuner(HeuristicTuner("promc", fixed={"pp": 40}), fixed={"pp": 40}).plan(sizes, FACTS)
+    assert fixed.params["small"].pp == 40
+    paper = OnlineTuner(HeuristicTuner("promc"), search=False).plan(sizes, FACTS)   # --no-online
+    assert paper.params["small"].pp > 9
+    large = OnlineTuner(HeuristicTuner("promc")).plan([1 << 30] * 2, FACTS)      # ranges: the engine's
+    base = HeuristicTuner("promc").plan([1 << 30] * 2, FACTS)
+    assert [p.pp for p in large.params.values()] == [p.pp for p in base.params.values()]
 
 
 def test_with_cc_and_p_fixed_nothing_is_searched():
