@@ -232,7 +232,7 @@ class _Driver:
         if decision is not None:
             if decision.event:
                 self.engine.emit("online", **decision.event)
-            self.engine.apply(self.knobs.settle(decision.params), reason=decision.reason)
+            self.engine.apply(self.knobs.settle(decision.params), reason=decision.reason, drain=decision.drain)
 
 
 async def _start_meter(plan: TransferPlan, emit: EventSink):

@@ -158,8 +158,9 @@ class Engine(FileReports):
         """Every lane of every partition (retiring ones included)."""
         return iter_lanes(self.partitions.values())
 
-    def apply(self, params: Params | dict[str, Params], reason: str = "") -> None:
-        """Change cc/p/pp (per partition) while running; safe to call at any time."""
+    def apply(self, params: Params | dict[str, Params], reason: str = "", *, drain: bool = False) -> None:
+        """Change cc/p/pp (per partition) while running; safe to call at any time. ``drain``: lanes
+        that retire finish what they hold even under ``retire_cut``."""
         if isinstance(params, Params):
             params = {name: params for name in self.partitions}
         for name, new in params.items():
@@ -169,7 +170,7 @@ class Engine(FileReports):
             if self.acct is not None:
                 self.acct.partition_params[name] = new
             if self._loop is not None:
-                self._reshape(part)
+                self._reshape(part, drain=drain)
             if new != old:
                 self._emit("params", partition=name, old=old.as_dict(), new=new.as_dict(), reason=reason)
 
@@ -267,7 +268,7 @@ class Engine(FileReports):
                 f.close_files()
 
     # ---- shaping: params → groups and lanes -------------------------------------
-    def _reshape(self, part: Partition) -> None:
+    def _reshape(self, part: Partition, *, drain: bool = False) -> None:
         shape = self.scheduler.reshape(part)
         for group, replica in shape.start:
             lane = Lane(self._lane_ids, group, self.acct.meter("", part.name), replica)
@@ -275,7 +276,7 @@ class Engine(FileReports):
             lane.wake = asyncio.Event()
             group.lanes.append(lane)
             lane.task = asyncio.create_task(self._lane_main(lane))
-        if self.options.retire_cut and not self.scheduler.multi_replica:
+        if self.options.retire_cut and not drain and not self.scheduler.multi_replica:
             # (with several replicas each range is sized to end with its round: a retiring lane
             # drains it, rather than drop a connection and what is on its way to it)
             for lane in shape.retired:

@@ -131,6 +131,7 @@ class Step:
     n: int
     reason: str
     event: dict = field(default_factory=dict)
+    drain: bool = False   # the connections it sheds may finish what they hold (see ``OnlineSearch._back``)
 
 
 class OnlineSearch:
@@ -380,7 +381,10 @@ class OnlineSearch:
         self.ref = bg
         self._quiet = 0
         self._probing = False
-        return self._move(now, bn, g, rtt, why + f": back to {bn}", phase="hold")
+        step = self._move(now, bn, g, rtt, why + f": back to {bn}", phase="hold")
+        if step is not None:  # back to a count already measured: no window waits on the connections
+            step.drain = True  # shed, so they finish their ranges rather than drop what is on its way
+        return step
 
     def _hold(self, g: float) -> None:
         self._shedding = False
@@ -574,7 +578,7 @@ class OnlineTuner(Tuner):
                 # a new workload (SC's next partition): search again from the tuner's θ
                 self.search_ = OnlineSearch(after, cap=self.search_.cap, window=self.search_.window,
                                             constants=self.constants)
-        event = None
+        event = step = None
         if self.search_.phase != "off":
             left = bytes_left = None
             if snap.bytes_total is not None:
@@ -588,7 +592,7 @@ class OnlineTuner(Tuner):
                 event = step.event
         if not reasons:
             return None
-        return Decision(self._shaped(), "; ".join(reasons), event=event)
+        return Decision(self._shaped(), "; ".join(reasons), event=event, drain=step is not None and step.drain)
 
     def _shaped(self) -> dict[str, Params]:
         n = self.search_.n

@@ -178,25 +178,26 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
     assert any("backlog" in why for why in shed), shed
 
 
-@pytest.mark.parametrize("least", [0, 64 * MIB])
-def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go(
-        tmp_path: Path, least: int) -> None:
+@pytest.mark.parametrize(("least", "drain"), [(0, False), (64 * MIB, False), (0, True)])
+def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go_and_not_when_told_to_drain(
+        tmp_path: Path, least: int, drain: bool) -> None:
     """``retire_cut`` drops a retiring lane's connection mid-range, and with it what was on its
-    way; a range with less than ``retire_cut_min`` to go finishes instead, each byte sent once."""
+    way; a range with less than ``retire_cut_min`` to go finishes instead, each byte sent once,
+    and so does every range of a lane retired by a decision that says ``drain``."""
     data = blob(24 * MIB)
     options = replace(FAST, retire_cut=True, retire_cut_min=least, min_range=4 * MIB,
                       max_range=4 * MIB, stall_timeout=5.0)
 
     async def shrink(engine: Engine) -> None:
         await wait_for_bytes(engine, 2 * MIB)
-        engine.apply(Params(1, 1, 1), reason="test: three lanes retire")
+        engine.apply(Params(1, 1, 1), reason="test: three lanes retire", drain=drain)
     with FakeServer({"/big.bin": data}, rate=4 * MIB, network=MemoryNetwork()) as server:
         run = fetch(server, tmp_path, [spec(server, "/big.bin")], Params(1, 4, 1), options=options,
                     during=shrink)
         assert run.result.ok, run.result.failed
         assert_exact(run, server, "/big.bin")
         cut = [r for r in server.gets("/big.bin") if r.span and r.sent < r.span[1] - r.span[0]]
-    assert bool(cut) is (least == 0), cut
+    assert bool(cut) is (least == 0 and not drain), cut
 
 
 def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again_when_a_request_fails(

@@ -219,6 +219,21 @@ def test_no_probe_when_the_windows_own_goodput_says_the_work_left_is_under_the_t
     assert first is not None and first.n == 32
 
 
+def test_only_a_step_back_to_a_count_already_measured_lets_the_shed_connections_drain():
+    # 15 connections fill the link: the probe up to 30 gains nothing and goes back to 15; those
+    # 15 may finish their ranges (nothing is measured on them), while a probe down is judged at
+    # once and must not wait for them
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(15, cap=DEFAULT_CAP, window=WINDOW)
+    _, steps = run(search, path, 8.0)
+    moves = [(s.event["from"], s.event["to"], s.drain) for _, s in steps]
+    assert moves[:2] == [(15, 30, False), (30, 15, True)], moves
+    down = OnlineSearch(40, cap=DEFAULT_CAP, window=WINDOW)
+    _, steps = run(down, path, 3.0)
+    first = steps[0][1]
+    assert first.n < 40 and not first.drain
+
+
 def test_every_step_says_what_it_measured():
     path = SimPath(lambda t: GBIT, lambda t: 0.040)
     search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
