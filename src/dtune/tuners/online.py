@@ -59,7 +59,7 @@ Pure: no clock or socket; every observation comes in with the snapshot.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dtune.accounting import Snapshot
@@ -138,8 +138,11 @@ class OnlineSearch:
     """The number of connections, searched from measured goodput (pure; see the module docstring)."""
 
     def __init__(self, start: int, *, cap: int, window: float, constants: OnlineConstants | None = None,
-                 floor: int = 1, floor_rate: float = 0.0) -> None:
+                 floor: int = 1, floor_rate: float = 0.0, realize: Callable[[int], int] | None = None) -> None:
         self.k = constants or OnlineConstants()
+        # the count the connections can actually take for a wanted n (``OnlineTuner``: what the
+        # partitions' shape gives; a partition keeps at least one lane per file in flight)
+        self.realize = realize
         self.floor_rate = floor_rate             # bytes/s a step down must keep (--min-throughput)
         self.cap = max(1, cap)
         self.floor = max(1, min(floor, self.cap))
@@ -168,7 +171,8 @@ class OnlineSearch:
         return f"<OnlineSearch n={self.n} {self.phase} best={self.best} ref={self.ref}>"
 
     def _clamp(self, n: float) -> int:
-        return max(self.floor, min(self.cap, int(n)))
+        n = max(self.floor, min(self.cap, int(n)))
+        return self.realize(n) if self.realize is not None else n
 
     def cannot_shrink(self, n: int, goodput: float) -> bool:
         """Would ``shrink`` × n connections fall short of ``goodput`` even with every window full?
@@ -260,7 +264,7 @@ class OnlineSearch:
                 return None
             if self.window_limited(g, rtt):
                 return self._up(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, window-limited")
-            return self._down(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, not window-limited")
+            return self._to_windows(now, g, rtt, f"{self.n} connections carry {_mbps(g)}, not window-limited")
         if self.phase == "up":
             bn, bg = self.best
             # a step up is kept for a real gain; one that also fills the bottleneck's queue must
@@ -367,6 +371,22 @@ class OnlineSearch:
         step = self._move(now, math.ceil(self.n * self.k.grow), g, rtt, why + ": probe more")
         return step if step is not None else self._hold(g)
 
+    def _to_windows(self, now: float, g: float, rtt: float, why: str) -> Step | None:
+        """Connections that are not window-limited: shed at once to what their windows need (with
+        ``slack_margin``), judged as a shed; a probe down when that is no more than one ``shrink``.
+        (The tuner's θ on a mixed tree is 64 connections where 16 carry the link: seven probes
+        down took 6 s, the median connection count of the run was 29–44.)"""
+        k = self.k
+        want = math.ceil(k.slack_margin * g / (self.window / max(rtt, 1e-4)))
+        if want >= math.floor(self.n * k.shrink):
+            return self._down(now, g, rtt, why)
+        self._shedding = True
+        step = self._move(now, want, g, rtt, why + f": {want} windows carry it, shed", phase="down")
+        if step is None:
+            self._shedding = False
+            return self._hold(g)
+        return step
+
     def _down(self, now: float, g: float, rtt: float, why: str) -> Step | None:
         self.phase = "down"
         step = self._move(now, math.floor(self.n * self.k.shrink), g, rtt, why + ": probe fewer")
@@ -455,7 +475,8 @@ def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool],
     """``base``'s split between partitions, scaled to ``total`` connections in all.
 
     A partition whose files travel as ranges (``ranged``) scales its lanes per
-    file (p); one of small files scales the files in flight (cc). The user's
+    file (p), and below one lane per file in flight its files in flight (cc);
+    one of small files scales the files in flight (cc). The user's
     fixed values stay: a fixed p makes cc scale, a fixed cc makes p scale, and
     both fixed leave the partition as it is. With ``bytes_share`` (each
     partition's share of the dataset's bytes) no partition gets a smaller
@@ -479,7 +500,9 @@ def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool],
         want = max(1, round(total * weight[name]))
         if fixed.cc is not None and fixed.p is not None:
             continue
-        if fixed.cc is not None or (ranged.get(name, False) and fixed.p is None):
+        if fixed.cc is None and fixed.p is None and p.lanes is None and ranged.get(name, False) and want < p.cc:
+            new = p.with_(cc=want, p=1)  # fewer connections than files in flight: fewer files at once
+        elif fixed.cc is not None or (ranged.get(name, False) and fixed.p is None):
             lanes = max(1, round(want / p.cc))
             new = p.with_(p=lanes) if p.lanes is None else p.spread(split_lanes(lanes, p.lanes))
         else:
@@ -539,14 +562,14 @@ class OnlineTuner(Tuner):
         self.rtt_ = facts.rtt or self.constants.default_rtt
         buffer = facts.tcp_buffer or os_receive_buffer_max() or ASSUMED_BUFFER
         window = buffer * self.constants.window_fraction
-        start = total_lanes(self.base_)
-        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants,
-                                    floor_rate=self.min_rate)
-        if not self.search or self._all_fixed() or self.base.sizes_connections:
-            self.search_.phase = "off"
         # whole files: no deeper pipeline than the windows need (the user's pp stays)
         self.pipeline_ = {n: pipeline_for(t / c, window, self.constants.pipeline_windows)
                           for n, (t, c) in totals.items() if c and not self.ranged_[n]}
+        start = total_lanes(self.base_)
+        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants,
+                                    floor_rate=self.min_rate, realize=self._realize)
+        if not self.search or self._all_fixed() or self.base.sizes_connections:
+            self.search_.phase = "off"
         tplan.params = self._shaped()
         if self.search_.phase != "off" and self.fixed.pp is None:
             for name, cap in sorted(self.pipeline_.items()):
@@ -577,7 +600,8 @@ class OnlineTuner(Tuner):
             if self.search_.phase != "off" and before and not 0.8 <= after / before <= 1.25:
                 # a new workload (SC's next partition): search again from the tuner's θ
                 self.search_ = OnlineSearch(after, cap=self.search_.cap, window=self.search_.window,
-                                            constants=self.constants)
+                                            constants=self.constants, floor_rate=self.min_rate,
+                                            realize=self._realize)
         event = step = None
         if self.search_.phase != "off":
             left = bytes_left = None
@@ -598,7 +622,11 @@ class OnlineTuner(Tuner):
         n = self.search_.n
         if self.search_.phase == "off":  # the tuner's own total, within the cap
             n = min(total_lanes({k: p for k, p in self.base_.items() if p.cc > 0}), self.search_.cap)
-        searching = self.search_.phase != "off"   # without the search the tuner's split is kept
+        return self._shape(n, searching=self.search_.phase != "off")
+
+    def _shape(self, n: int, *, searching: bool = True) -> dict[str, Params]:
+        """``shape`` of the tuner's split for ``n`` connections in all, with the pipeline cap
+        (without the search the tuner's split and pp are kept)."""
         out = shape(self.base_, n, ranged=self.ranged_, fixed=self.fixed,
                     bytes_share=self.bytes_share_ if searching else None)
         if searching and self.fixed.pp is None:
@@ -606,6 +634,11 @@ class OnlineTuner(Tuner):
                 if name in out and out[name].pp > cap:
                     out[name] = out[name].with_(pp=cap)
         return out
+
+    def _realize(self, n: int) -> int:
+        """How many connections the partitions take when ``n`` are wanted (``shape``'s rounding and
+        floors), so that the search judges the count that is really open."""
+        return max(1, total_lanes({k: p for k, p in self._shape(n).items() if p.cc > 0}))
 
     def _cap(self, params: Mapping[str, Params]) -> int:
         """Total connections such that no origin gets more than ``cap``."""

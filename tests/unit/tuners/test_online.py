@@ -194,6 +194,31 @@ def test_no_probe_in_the_last_seconds_of_a_transfer():
     assert all(t < 1.5 for t, _ in steps), [(round(t, 2), s.reason) for t, s in steps]
 
 
+def test_a_start_with_far_more_connections_than_the_windows_need_sheds_to_them_at_once():
+    # the tuner's θ is the cap on a path that 14 windows fill: one step to the windows' count
+    # (with its margin), not seven probes of 0.7× each
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(DEFAULT_CAP, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 6.0)
+    first = steps[0][1]
+    assert "shed" in first.reason and first.n <= math.ceil(1.25 * fewest(GBIT, 0.040, share=1.0)), first.reason
+    assert all(n <= math.ceil(1.3 * fewest(GBIT, 0.040)) for t, n, _ in trace if t > 2.0)
+    assert mean_goodput(trace, 1.0, 6.0) >= 0.95 * GBIT
+
+
+def test_the_search_judges_the_count_the_partitions_can_take():
+    # a shape that cannot go below 20 connections (twenty files in flight, one lane each) on a path
+    # that 14 fill: the search never believes it holds fewer
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    search = OnlineSearch(DEFAULT_CAP, cap=DEFAULT_CAP, window=WINDOW, realize=lambda n: max(20, n))
+    trace, steps = run(search, path, 20.0)
+    assert steps and min(n for _, n, _ in trace) >= 20 and all(s.n >= 20 for _, s in steps)
+    # without it, the same search goes below what the partitions can take
+    free = OnlineSearch(DEFAULT_CAP, cap=DEFAULT_CAP, window=WINDOW)
+    trace, _ = run(free, path, 20.0)
+    assert min(n for _, n, _ in trace) < 20
+
+
 def test_no_probe_when_the_windows_own_goodput_says_the_work_left_is_under_the_tail_seconds():
     # the smoothed rate has no value before the first second (seconds_left None): the bytes left at
     # the measured goodput decide; 1.5 s of work at 1 Gbit/s is the tail from the first window on
@@ -264,6 +289,12 @@ def test_shape_gives_no_partition_a_smaller_share_of_connections_than_of_the_byt
     # the other way round: large files under their share of the bytes get it
     out = shape(base, 30, ranged=ranged, fixed=Fixed(), bytes_share={"small": 0.01, "large": 0.99})
     assert out["small"].cc == 1 and out["large"] == Params(cc=8, p=4, pp=2)
+
+
+def test_shape_takes_files_in_flight_from_a_ranged_partition_below_one_lane_each():
+    base = {"large": Params(cc=13, p=5, pp=2)}
+    assert shape(base, 8, ranged={"large": True}, fixed=Fixed())["large"] == Params(cc=8, p=1, pp=2)
+    assert shape(base, 26, ranged={"large": True}, fixed=Fixed())["large"] == Params(cc=13, p=2, pp=2)
 
 
 @pytest.mark.parametrize(("fixed", "want"), [
