@@ -159,8 +159,9 @@ class Engine(FileReports):
         return iter_lanes(self.partitions.values())
 
     def apply(self, params: Params | dict[str, Params], reason: str = "", *, drain: bool = False) -> None:
-        """Change cc/p/pp (per partition) while running; safe to call at any time. ``drain``: lanes
-        that retire finish what they hold even under ``retire_cut``."""
+        """Change cc/p/pp (per partition) while running; safe to call at any time. ``drain``: under
+        ``retire_cut``, lanes that retire finish up to ``retire_drain_max`` rather than
+        ``retire_cut_min``."""
         if isinstance(params, Params):
             params = {name: params for name in self.partitions}
         for name, new in params.items():
@@ -276,11 +277,12 @@ class Engine(FileReports):
             lane.wake = asyncio.Event()
             group.lanes.append(lane)
             lane.task = asyncio.create_task(self._lane_main(lane))
-        if self.options.retire_cut and not drain and not self.scheduler.multi_replica:
+        if self.options.retire_cut and not self.scheduler.multi_replica:
             # (with several replicas each range is sized to end with its round: a retiring lane
             # drains it, rather than drop a connection and what is on its way to it)
+            least = self.options.retire_drain_max if drain else self.options.retire_cut_min
             for lane in shape.retired:
-                self._stop_receiving(lane, least=self.options.retire_cut_min)
+                self._stop_receiving(lane, least=least)
         for lane in shape.wake:
             lane.wake.set()
 

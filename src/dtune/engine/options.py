@@ -127,6 +127,11 @@ class EngineOptions:
                                       # away what is on its way (window, server buffer, queue), about
                                       # what it still needs (srv1 of replicas4 alone, 120 files of
                                       # 0.5-8 MB: 1.125x the dataset sent)
+    retire_drain_max: int = 8 * MIB   # … and after a step back to a count already measured (``drain``)
+                                      # one with up to this much to go: no window waits on it, and the
+                                      # server has mostly sent it (one 512 MiB file: 1.08x sent with
+                                      # the cut, 1.00x without); a lane with 2 × 16 MiB ranges early in
+                                      # a 1 GiB file would hold its connection open for seconds
     # ---- housekeeping ----
     tick: float = 1.0                 # seconds between accounting ticks (rates, progress, stall checks, syncs)
     control_tick: float = 0.1         # seconds between tuner updates: a step of the online search is

@@ -137,8 +137,9 @@ class Decision:
     params: dict[str, Params]
     reason: str
     event: dict | None = None   # the measurement behind it, emitted as an NDJSON event when set
-    drain: bool = False         # lanes it retires finish the ranges they hold (nothing is measured on
-                                # them next), rather than give the unreceived rest back at once
+    drain: bool = False         # lanes it retires may finish a few MiB they hold (nothing is measured
+                                # on them next; ``EngineOptions.retire_drain_max``) rather than give
+                                # the unreceived rest back at once
 
 
 class Tuner:

@@ -178,15 +178,17 @@ def test_a_lane_whose_ranges_would_outlast_the_transfer_gives_them_back_and_the_
     assert any("backlog" in why for why in shed), shed
 
 
-@pytest.mark.parametrize(("least", "drain"), [(0, False), (64 * MIB, False), (0, True)])
-def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go_and_not_when_told_to_drain(
-        tmp_path: Path, least: int, drain: bool) -> None:
+@pytest.mark.parametrize(("least", "drain", "drain_max"),
+                         [(0, False, 8 * MIB), (64 * MIB, False, 8 * MIB), (0, True, 8 * MIB), (0, True, MIB)])
+def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go_or_retire_drain_max_when_draining(
+        tmp_path: Path, least: int, drain: bool, drain_max: int) -> None:
     """``retire_cut`` drops a retiring lane's connection mid-range, and with it what was on its
     way; a range with less than ``retire_cut_min`` to go finishes instead, each byte sent once,
-    and so does every range of a lane retired by a decision that says ``drain``."""
+    and so does a range under ``retire_drain_max`` of a lane retired by a decision that says
+    ``drain``."""
     data = blob(24 * MIB)
-    options = replace(FAST, retire_cut=True, retire_cut_min=least, min_range=4 * MIB,
-                      max_range=4 * MIB, stall_timeout=5.0)
+    options = replace(FAST, retire_cut=True, retire_cut_min=least, retire_drain_max=drain_max,
+                      min_range=4 * MIB, max_range=4 * MIB, stall_timeout=5.0)
 
     async def shrink(engine: Engine) -> None:
         await wait_for_bytes(engine, 2 * MIB)
@@ -197,7 +199,7 @@ def test_a_retiring_lane_is_cut_only_with_more_than_retire_cut_min_to_go_and_not
         assert run.result.ok, run.result.failed
         assert_exact(run, server, "/big.bin")
         cut = [r for r in server.gets("/big.bin") if r.span and r.sent < r.span[1] - r.span[0]]
-    assert bool(cut) is (least == 0 and not drain), cut
+    assert bool(cut) is (least == 0 and (not drain or drain_max < 4 * MIB)), cut
 
 
 def test_a_file_whose_group_retired_while_every_byte_was_asked_is_taken_up_again_when_a_request_fails(
