@@ -206,6 +206,17 @@ def test_a_start_with_far_more_connections_than_the_windows_need_sheds_to_them_a
     assert mean_goodput(trace, 1.0, 6.0) >= 0.95 * GBIT
 
 
+def test_no_shed_at_the_start_while_the_connections_may_still_be_in_slow_start():
+    # at 520 ms, 64 connections still opening their windows read a fraction of what they will
+    # carry: the first window (3.7 s in, 7 RTTs) must not shed them to what that fraction needs
+    path = SimPath(lambda t: 400e6 / 8, lambda t: 0.520)
+    full = path.goodput
+    path.goodput = lambda n, t, old_n, since: full(n, t, old_n, since) * min(1.0, t / (12 * 0.520))  # type: ignore[method-assign]
+    search = OnlineSearch(DEFAULT_CAP, cap=DEFAULT_CAP, window=WINDOW)
+    _, steps = run(search, path, 5.0)
+    assert not any("shed" in s.reason for t, s in steps), [(round(t, 2), s.reason) for t, s in steps]
+
+
 def test_the_search_judges_the_count_the_partitions_can_take():
     # a shape that cannot go below 20 connections (twenty files in flight, one lane each) on a path
     # that 14 fill: the search never believes it holds fewer
