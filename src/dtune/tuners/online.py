@@ -169,6 +169,7 @@ class OnlineSearch:
         self._shedding = False
         self.base_rtt: float | None = None    # the lowest window RTT seen on this path
         self._began: float | None = None      # the first observation
+        self._least_rtt = math.inf            # the lowest RTT of any tick (before a queue built up)
 
     def __repr__(self) -> str:
         return f"<OnlineSearch n={self.n} {self.phase} best={self.best} ref={self.ref}>"
@@ -223,6 +224,7 @@ class OnlineSearch:
         rtt = rtt or self.k.default_rtt
         if self._began is None:
             self._began = now
+        self._least_rtt = min(self._least_rtt, rtt)
         if self._changed_at is None:
             self._changed_at = now
         settle, measure = self.windows(rtt)
@@ -383,7 +385,7 @@ class OnlineSearch:
         down took 6 s, the median connection count of the run was 29–44.)"""
         k = self.k
         want = math.ceil(k.slack_margin * g / (self.window / max(rtt, 1e-4)))
-        if want >= math.floor(self.n * k.shrink) or now - self._began < k.slow_start_rtts * rtt:
+        if want >= math.floor(self.n * k.shrink) or now - self._began < k.slow_start_rtts * self._least_rtt:
             # (before `slow_start_rtts` round trips the connections may still be opening their
             # windows: at 520 ms, 64 connections read 158 Mbit/s 3.7 s in, a shed to 30 lost 1.2 s)
             return self._down(now, g, rtt, why)
