@@ -303,8 +303,9 @@ def build_times(log_csv: Path) -> list[dict]:
     import random
 
     from dtune.model import Model
-    from dtune.model.cli import clean_rows, read_csv_rows
-    rows, _, _ = clean_rows(read_csv_rows(str(log_csv)))
+    from dtune.model.cli import read_csv_rows
+    from dtune.model.screen import screen
+    rows = screen(read_csv_rows(str(log_csv))).usable
     out = []
     rng = random.Random(0)
     for factor in (1, 10, 40):
