@@ -97,6 +97,11 @@ def _collect_again() -> None:
     gc.enable()
 
 
+def _line(exc: BaseException) -> str:
+    """An error as one line: a message from a library (Dask's, for one) may span several."""
+    return " ".join(str(exc).split())
+
+
 def main(argv: list[str] | None = None, *, on_parsed: Callable[[], None] | None = None) -> int:
     raise_open_file_limit()
     words = sys.argv[1:] if argv is None else argv
@@ -111,10 +116,10 @@ def main(argv: list[str] | None = None, *, on_parsed: Callable[[], None] | None 
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"dtune: error: {exc}", file=sys.stderr)
+        print(f"dtune: error: {_line(exc)}", file=sys.stderr)
         return 2
     except DtuneError as exc:
-        print(f"dtune: {exc}", file=sys.stderr)
+        print(f"dtune: {_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("dtune: interrupted", file=sys.stderr)
@@ -127,6 +132,6 @@ def main(argv: list[str] | None = None, *, on_parsed: Callable[[], None] | None 
     except Exception as exc:  # a bug: still one line, the traceback only on request
         if os.environ.get("DTUNE_DEBUG"):
             raise
-        print(f"dtune: internal error: {type(exc).__name__}: {exc} "
+        print(f"dtune: internal error: {type(exc).__name__}: {_line(exc)} "
               "(set DTUNE_DEBUG=1 to see the traceback)", file=sys.stderr)
         return 1

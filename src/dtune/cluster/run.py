@@ -186,7 +186,8 @@ class Session:
             # a concurrent.futures.CancelledError, comes from result() or exception() of a shard)
             if self.stop.is_set():
                 raise
-            raise DtuneError(f"cluster {self.address}: lost the scheduler ({type(exc).__name__}: {exc}); "
+            raise DtuneError(f"cluster {self.address}: lost the scheduler ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())}); "
                              f"the same command resumes what the workers journalled") from None
 
     def _transfer(self, client, workers: list[str], path: str, token: str, started: float) -> TransferResult:  # noqa: ANN001
