@@ -69,6 +69,10 @@ class RangeIgnored:
     be its right answer)."""
 
     partial: bool = True
+    # the range carried If-Range: the whole file is the server's answer to a validator it judged
+    # changed or weak (Apache deems a Last-Modified within the last second weak), not proof that
+    # it ignores Range: the file streams whole, its origin's other files are still split
+    validator: bool = False
 
 
 @dataclass(slots=True)

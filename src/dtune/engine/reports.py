@@ -106,7 +106,7 @@ class FileReports:
                 self.scheduler.ranges_ok.add(job.origin)
                 self.wake_idle()  # lanes that waited for the first answer of a split file
         elif isinstance(what, RangeIgnored):
-            self._to_single_stream(job.file, job, what.partial)
+            self._to_single_stream(job.file, job, what.partial, what.validator)
         elif isinstance(what, FileChanged):
             self._restart_file(job.file, what.reason)
         elif isinstance(what, Redirected):
@@ -255,11 +255,13 @@ class FileReports:
         self._adopt(f)
         self._wake_partition(f)
 
-    def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool) -> None:
+    def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool, validator: bool = False) -> None:
         if f.stream_whole(job):
-            self._emit("retry", file=f.relpath, attempt=0, delay=0,
-                       reason=f"{f.relpath}: server ignores Range requests; fetching it as one stream")
-        if partial and job.origin not in self.scheduler.no_ranges:
+            why = ("server answered the whole file to If-Range (it judged the file's validator changed "
+                   "or weak)" if validator else "server ignores Range requests")
+            self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=f"{f.relpath}: {why}; fetching it "
+                                                                          f"as one stream")
+        if partial and not validator and job.origin not in self.scheduler.no_ranges:
             # its other files are asked whole from the start: each range would bring the whole file
             self.scheduler.no_ranges.add(job.origin)
             self._emit("warning", reason=f"{job.origin} ignores Range requests: each of its files is "

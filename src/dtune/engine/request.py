@@ -64,7 +64,7 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body", "conditional", "limiter")
+                 "small_body", "conditional", "limiter", "if_range")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
                  report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT,
@@ -99,6 +99,7 @@ class RangeJob:
         # the copy on disk is current; a 304 skips the file
         self.conditional = file.if_modified_since is not None and lane.replica == 0
         extra = {"If-Modified-Since": file.if_modified_since} if self.conditional else None
+        self.if_range = False
         if ranged and end is not None:
             # a range of the version seen so far, or the whole file if the server's has changed
             known = rep.validators if rep.validators is not None else (
@@ -106,6 +107,7 @@ class RangeJob:
             tag = known.if_range() if known is not None else None
             if tag is not None:
                 extra = {**(extra or {}), "If-Range": tag}
+                self.if_range = True
             self.request = access.request("GET", rep.origin, rep.target, (start, end), extra)
         else:
             self.request = access.request("GET", rep.origin, rep.target, None, extra)
@@ -230,7 +232,8 @@ class RangeJob:
                 raise ProtocolError(f"{f.relpath}: duplicate whole-file response")
             whole = size if size is not None else f.size
             self.report(self, RangeIgnored(partial=self.ranged and (
-                self.start > 0 or (whole is not None and self.end is not None and self.end < whole))))
+                self.start > 0 or (whole is not None and self.end is not None and self.end < whole)),
+                validator=self.ranged and self.if_range))
         if f.size is None and size is not None:
             self.report(self, SizeLearned(size))
         self.start = self.first = self.pos = self.journaled = 0

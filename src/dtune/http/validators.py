@@ -14,7 +14,8 @@ Rules, from RFC 9110:
   that adds ``W/`` to some answers only (a compressing proxy) is not one.
 * ``If-Range`` takes only a strong ETag (§13.1.5). Without one it takes
   ``Last-Modified``, but only when that date is strong: at least one second
-  before the ``Date`` of the answer that gave it (§8.8.2.2). A weak date
+  before the ``Date`` of the answer that gave it (§8.8.2.2), which in whole
+  seconds takes two (a date one second on may be 1 ms after it). A weak date
   would make a careful server answer every range with the whole file.
 * When both answers have an ETag, the ETag decides; otherwise Last-Modified,
   when both have one; otherwise nothing can be told.
@@ -146,4 +147,6 @@ def _strong_date(modified: str, date: str | None) -> bool:
     if date is None:
         return False
     sent, changed = _epoch(date), _epoch(modified)
-    return sent is not None and changed is not None and sent - changed >= 1
+    # two whole seconds: a Date one second on may be a millisecond after the change, and a server
+    # that keeps sub-second times (Apache) then deems the date weak and answers every range whole
+    return sent is not None and changed is not None and sent - changed >= 2

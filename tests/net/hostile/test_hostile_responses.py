@@ -365,3 +365,24 @@ def test_a_failed_file_puts_exactly_one_line_on_stderr(world: World, env: dict[s
     outcome = run_get({**env, "COLUMNS": "4096"}, [source], tmp_path / "out", json_events=False)
     assert outcome.code == 1
     assert len([line for line in outcome.stderr_lines if relpath in line]) == 1, outcome.stderr
+
+
+def test_a_whole_file_answer_to_if_range_does_not_mark_the_server_as_ignoring_range(
+        world: World, env: dict[str, str], tmp_path: Path, report: Report) -> None:
+    report(tried="a listing of three 3 MiB files on a server that honours Range but answers every "
+                 "If-Range with the whole file (Apache, while a file is less than a second old)",
+           expected="exit 0, exact; the files stream whole where asked so, no 'ignores Range' warning")
+    prefix = f"/{tmp_path.name}/"
+    files = {f"w{i}.bin": RNG.randbytes(3 * 1024 * 1024 + i) for i in range(3)}
+    for name, data in files.items():
+        world.hostile.files[prefix + name] = data
+        world.hostile.route(prefix + name, hs.whole_to_if_range())
+    world.hostile.pages[prefix] = hs.nginx_json([{"name": n, "type": "file", "size": len(d)} for n, d in files.items()])
+    out = tmp_path / "out"
+    outcome = run_get(env, [world.hostile.url(prefix)], out)
+    assert outcome.code == 0, outcome.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == files
+    assert not [e for e in outcome.of("warning") if "ignores Range" in e["reason"]], outcome.of("warning")
+    whole = [e["reason"] for e in outcome.of("retry") if "If-Range" in e["reason"]]
+    assert whole, outcome.of("retry")  # (the If-Range answers were met, and said for what they were)
+    report(observed=f"exit 0, exact; {len(whole)} file(s) streamed whole after an If-Range")

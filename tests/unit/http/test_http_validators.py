@@ -13,6 +13,8 @@ from dtune.http.validators import Validators, http_time, utc_seconds
 OLD = "Tue, 01 Dec 2026 10:00:00 GMT"
 NEW = "Tue, 01 Dec 2026 10:05:00 GMT"
 LATER = "Tue, 01 Dec 2026 12:00:00 GMT"
+ONE_ON = "Tue, 01 Dec 2026 10:00:01 GMT"
+TWO_ON = "Tue, 01 Dec 2026 10:00:02 GMT"
 
 
 def test_an_answer_without_etag_or_last_modified_has_no_validators() -> None:
@@ -40,6 +42,8 @@ def test_a_change_is_told_by_etag_else_last_modified(first: dict, then: dict, ch
     ({"etag": 'W/"a"'}, None),
     ({"last-modified": OLD, "date": LATER}, OLD),
     ({"last-modified": OLD, "date": OLD}, None),                          # modified within the second
+    ({"last-modified": OLD, "date": ONE_ON}, None),                       # perhaps 1 ms later (Apache)
+    ({"last-modified": OLD, "date": TWO_ON}, OLD),
     ({"last-modified": OLD}, None),                                       # no Date: cannot tell
     ({"last-modified": "yesterday", "date": LATER}, None),               # not a date
     ({"last-modified": OLD, "date": "Tue, 01 Dec 2026 12:00:00 +0100"}, OLD),
