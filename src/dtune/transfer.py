@@ -32,6 +32,7 @@ from dtune.http.access import DIRECT, Access
 from dtune.http.client import Fetcher
 from dtune.http.message import split_url
 from dtune.http.redact import redact_url
+from dtune.http.warm import WarmPool
 from dtune.netfacts import NetworkFacts
 from dtune.netprobe import RTT_SAMPLES, gather_facts, measure_rtt
 from dtune.params import Params
@@ -331,9 +332,42 @@ def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
     return tasks
 
 
-async def _discover(plan: TransferPlan) -> tuple[Dataset, dict]:
-    """The dataset of ``plan.sources`` (selected as the plan says), and the connect times seen."""
+# Connections opened to a directory source's origin while its listing is read, for the engine
+# to take (``http.warm``): its first lanes skip a handshake round trip. A few, not the tuner's
+# count, which is not known before the listing is: the rest open as the engine starts.
+WARM_CONNECTIONS = 8
+
+
+def warm_count(plan: TransferPlan) -> int:
+    """How many connections to open ahead for each directory source (``WARM_CONNECTIONS``, within
+    the per-origin cap and the user's --cc × -p; the listing's own connection is one of them)."""
+    n = min(WARM_CONNECTIONS, plan.max_per_host)
+    if plan.cc is not None and plan.p is not None:
+        n = min(n, plan.cc * plan.p)
+    return max(0, n - 1)
+
+
+def _warm(fetcher: Fetcher, plan: TransferPlan) -> None:
+    n = warm_count(plan)
+    origins = set()
+    for source in plan.sources:
+        if source.startswith(("http://", "https://")):
+            try:
+                origin, target = split_url(source)
+            except ValueError:
+                continue  # (discovery says what is wrong with it)
+            if target.partition("?")[0].endswith("/"):
+                origins.add(origin)
+    for origin in origins:
+        fetcher.warm(origin, n)
+
+
+async def _discover(plan: TransferPlan, *, warm: bool = False) -> tuple[Dataset, dict, WarmPool | None]:
+    """The dataset of ``plan.sources`` (selected as the plan says), the connect times seen, and
+    with ``warm`` the connections discovery opened, for the engine (the caller closes them)."""
     fetcher = Fetcher(timeout=plan.options.connect_timeout + plan.options.stall_timeout, access=plan.access)
+    if warm:
+        _warm(fetcher, plan)
     try:
         opts = plan.options
         select = plan.selection()
@@ -345,7 +379,7 @@ async def _discover(plan: TransferPlan) -> tuple[Dataset, dict]:
                                  trust=None if plan.access is DIRECT else plan.access.trust_url,
                                  s3=plan.s3, select=select, checksum_files=plan.checksum_files,
                                  listed_checksums=plan.listed_checksums, checksum=plan.checksum, **guards)
-        return dataset, dict(fetcher.connect_times)
+        return dataset, dict(fetcher.connect_times), fetcher.hand_over() if warm else None
     finally:
         fetcher.close()
 
@@ -356,7 +390,7 @@ async def dry_run(plan: TransferPlan, emit: EventSink) -> TransferResult:
     (``TransferResult.dry_run``). Nothing is created or written: no output directory, lock,
     part file or history row."""
     from dtune.dryrun import disk_states
-    dataset, _ = await _discover(plan)
+    dataset, _, _ = await _discover(plan)
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     specs, paths = place(dataset, plan.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
@@ -376,19 +410,22 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
     """``transfer`` once its output directory is there and locked."""
     early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
-        dataset, connect_times = await _discover(plan)
+        dataset, connect_times, warm = await _discover(plan, warm=True)
     except BaseException:
         for task in early.values():
             task.cancel()
         raise
     try:
-        specs, paths = placed(plan, dataset, emit)
-    except DtuneError:
-        for task in early.values():
-            task.cancel()
-        raise
-    result = await fetch_specs(plan, specs, paths, emit, on_event, on_progress, on_engine,
-                               connect_times=connect_times, early=early)
+        try:
+            specs, paths = placed(plan, dataset, emit)
+        except DtuneError:
+            for task in early.values():
+                task.cancel()
+            raise
+        result = await fetch_specs(plan, specs, paths, emit, on_event, on_progress, on_engine,
+                                   connect_times=connect_times, early=early, warm=warm)
+    finally:
+        warm.close()
     add_unfetched(result, dataset, specs)
     return result
 
@@ -427,10 +464,12 @@ def add_unfetched(result: TransferResult, dataset: Dataset, specs: list) -> None
 async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: EventSink,
                       on_event: EventSink | None, on_progress: Callable[[Snapshot], None] | None = None,
                       on_engine: Callable[[Engine], None] | None = None, *, connect_times: dict | None = None,
-                      early: dict | None = None) -> TransferResult:
+                      early: dict | None = None, warm: WarmPool | None = None) -> TransferResult:
     """Tune and run the engine on files already discovered and placed (``specs`` may carry
     ``Piece``s: a cluster shard's share of a file). What ``transfer`` does after discovery, and
-    what each worker of a cluster transfer runs on its shard (``dtune.cluster.worker``)."""
+    what each worker of a cluster transfer runs on its shard (``dtune.cluster.worker``). ``warm``:
+    connections discovery opened, which the engine takes first; those it has not taken by its
+    first tick are closed."""
     early = early or {}
     try:
         tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)
@@ -453,8 +492,10 @@ async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: 
         if tuner.searching:  # each step judged in round trips: shed at once
             options = dataclasses.replace(options, retire_cut=True)
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=on_event,
-                        access=plan.access,
+                        access=plan.access, connect=warm.connect if warm is not None else None,
                         partition_of=lambda i, _spec: tplan.partition_of[i])
+        if warm is not None:  # by the first tick every lane has asked for its connection
+            engine.tick_listeners.append(lambda _snap: warm.close())
         engine.range_policy = tplan.range_policy
         if on_engine is not None:
             on_engine(engine)

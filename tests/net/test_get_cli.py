@@ -11,6 +11,7 @@ import random
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -291,3 +292,62 @@ def test_a_config_file_with_an_unknown_key_exits_2_naming_file_and_key(
     done = run_dtune(env, "get", "http://127.0.0.1:9/x.bin", "-o", str(tmp_path / "out"), "--config", str(cfg))
     assert done.code == 2 and f"config file {cfg}: unknown key 'retrys'" in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+# -- the connections discovery opened -------------------------------------------------------------
+
+@pytest.mark.parametrize(("cc", "p"), [(2, 1), (4, 1), (3, 2)])
+def test_the_engine_takes_the_connections_opened_while_the_listing_was_read(
+        cc: int, p: int, tmp_path: Path, env: dict[str, str]) -> None:
+    tree = {f"d/granule-{i:02d}.nc": RNG.randbytes(30_000 + i) for i in range(40)}
+    write_tree(tmp_path / "data", tree)
+    try:
+        server = DtuneServe(tmp_path / "data", env=child_env(tmp_path / "serve")).start()
+    except Unavailable as exc:
+        pytest.skip(f"dtune serve not available: {exc}")
+    try:
+        out = tmp_path / "out"
+        done = run_dtune(env, "get", server.base + "/d/", "-o", str(out), "--no-progress",
+                         "--cc", str(cc), "-p", str(p), "--no-online")
+        assert done.code == 0, done.stderr
+        assert read_tree(out) == {k.removeprefix("d/"): v for k, v in tree.items()}
+        with urllib.request.urlopen(server.base + "/.well-known/dtune/stats", timeout=5) as answer:
+            stats = json.load(answer)
+    finally:
+        server.stop()
+    # the listing's connection and the ones opened beside it are the engine's first lanes: no
+    # connection more than the engine's cc × p (the stats request is one of the server's count)
+    assert stats["connections"] - 1 == cc * p, stats
+
+
+@pytest.mark.parametrize(("cc", "p", "more"), [(None, None, 7), (2, 2, 3), (1, 1, 0)])
+def test_connections_open_beside_the_listing_of_a_directory(cc: int | None, p: int | None, more: int,
+                                                            tmp_path: Path) -> None:
+    import asyncio
+
+    from dtune.transfer import TransferPlan, _discover, warm_count
+    write_tree(tmp_path / "data", {f"f{i}": b"x" for i in range(5)})
+    try:
+        server = DtuneServe(tmp_path / "data", env=child_env(tmp_path / "serve")).start()
+    except Unavailable as exc:
+        pytest.skip(f"dtune serve not available: {exc}")
+
+    async def discover(source: str) -> tuple[int, int, list[float]]:
+        plan = TransferPlan([source], str(tmp_path / "out"), cc=cc, p=p)
+        dataset, times, pool = await _discover(plan, warm=True)
+        try:
+            await asyncio.sleep(0.2)  # (any still opening)
+            held = [await pool.connect(origin, timeout=5) for origin in list(pool._ready)
+                    for _ in range(len(pool._ready[origin]) + len(pool._opening.get(origin, [])))]
+            return len(dataset.files), len(held), next(iter(times.values()))
+        finally:
+            pool.close()
+
+    try:
+        files, held, times = asyncio.run(discover(server.base + "/"))
+        assert files == 5 and held == warm_count(TransferPlan([], "", cc=cc, p=p)) + 1 == more + 1
+        assert len(times) == more + 1 and all(0 < t < 5 for t in times)  # each connect timed once
+        _, held, times = asyncio.run(discover(server.base + "/f0"))  # a file: only discovery's own
+        assert held <= 1 and len(times) == 1
+    finally:
+        server.stop()

@@ -7,6 +7,7 @@ so pipelined answers are parsed back to back exactly as they arrive.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import json
@@ -351,6 +352,36 @@ def test_manifest_lists_the_whole_tree(client: Client, path: str, headers: dict[
     assert set(big) == {"path", "size", "mtime", "sha256"}
     assert big["size"] == len(BIG) and isinstance(big["mtime"], float)
     assert big["sha256"] == hashlib.sha256(BIG).hexdigest()
+
+
+@pytest.mark.parametrize(("path", "accept", "gzipped"), [
+    ("/?manifest", "gzip", True), ("/", "br, gzip;q=0.5", True), ("/?manifest", "*", True),
+    ("/?manifest", "gzip;q=0", False), ("/", "identity", False), ("/few/", "gzip", False)])
+def test_a_listing_goes_gzipd_only_to_a_client_that_takes_gzip(tmp_path: Path, path: str, accept: str,
+                                                               gzipped: bool) -> None:
+    root = make_tree(tmp_path)
+    for i in range(60):
+        (root / f"granule-{i:03d}.nc").write_bytes(b"x")
+    (root / "few").mkdir()
+    (root / "few" / "one").write_bytes(b"1")  # a body that fits one packet goes as it is
+    srv = start(root)
+    client = Client(srv.port)
+    try:
+        plain = client.request(path)
+        r = client.request(path, headers={"Accept-Encoding": accept})
+        assert r.status == 200 and r["Vary"] == "Accept-Encoding" and plain["Content-Encoding"] is None
+        if gzipped:
+            assert r["Content-Encoding"] == "gzip" and int(r["Content-Length"]) == len(r.body) < len(plain.body)
+            assert gzip.decompress(r.body) == plain.body
+        else:
+            assert r["Content-Encoding"] is None and r.body == plain.body
+        head = client.request(path, "HEAD", headers={"Accept-Encoding": accept})
+        assert head["Content-Length"] == r["Content-Length"]  # HEAD says what GET would send
+        big = client.request("/big.bin", headers={"Accept-Encoding": "gzip"})  # a file goes as it is
+        assert big["Content-Encoding"] is None and big.body == BIG
+    finally:
+        client.close()
+        srv.stop()
 
 
 def test_manifest_of_a_subdirectory_is_relative_to_it(client: Client) -> None:

@@ -389,7 +389,7 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
     """``transfer`` on a Dask cluster, once the output directory is there and locked."""
     from dtune.transfer import _discover, add_unfetched, placed
 
-    dataset, _ = await _discover(plan)
+    dataset, _, _ = await _discover(plan)
     specs, paths = placed(plan, dataset, emit)
     loop = asyncio.get_running_loop()
     aggregate = Aggregate(sum(s.size or 0 for s in specs) if all(s.size is not None for s in specs) else None,

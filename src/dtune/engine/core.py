@@ -413,7 +413,8 @@ class Engine(FileReports):
             self._report(job, Failed(failure))
             return False
         conn.closed.add_done_callback(lambda _done, o=origin: self._connection_gone(o))
-        self.acct.add_rtt(self.now() - started)
+        # (one opened ahead, by discovery, says how long its opening took: http.warm)
+        self.acct.add_rtt(conn.connect_seconds if conn.connect_seconds is not None else self.now() - started)
         lane.conn = conn
         lane.meter.origin = str(origin)
         self.acct.open_connections += 1

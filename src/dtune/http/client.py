@@ -8,6 +8,7 @@ directory tree does not pay a TCP handshake per directory.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from dataclasses import dataclass
 
 from dtune.errors import HTTPError
@@ -15,6 +16,7 @@ from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection, ConnectionClosed, FutureExchange
 from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.redact import redact_url
+from dtune.http.warm import WarmPool
 
 MAX_REDIRECTS = 5
 REDIRECTS = (301, 302, 303, 307, 308)
@@ -64,6 +66,22 @@ class _Collect(FutureExchange):
         self.parts.append(data)
 
 
+def gunzip(data: bytes, max_bytes: int, url: str) -> bytes:
+    """A gzip'd body as it was, never more than ``max_bytes`` of it (a small body may inflate a
+    thousandfold); HTTPError naming ``url`` when it is cut short, corrupt or too large."""
+    unpack = zlib.decompressobj(31)  # gzip only, header and trailer checked
+    try:
+        out = unpack.decompress(data, max_bytes + 1)
+    except zlib.error as exc:
+        raise HTTPError(f"{redact_url(url)}: corrupt gzip body ({exc})", retryable=False) from None
+    if len(out) > max_bytes or unpack.unconsumed_tail:
+        raise HTTPError(f"{redact_url(url)}: response larger than {max_bytes} bytes once unzipped",
+                        retryable=False)
+    if not unpack.eof or unpack.unused_data:
+        raise HTTPError(f"{redact_url(url)}: gzip body cut short or followed by other bytes")
+    return out
+
+
 class Fetcher:
     """Small-document client with a per-origin pool of idle connections."""
 
@@ -74,6 +92,7 @@ class Fetcher:
         # seconds each new connection took to open, per origin: one round trip each (the RTT
         # the tuners start from, measured on connections the transfer needed anyway)
         self.connect_times: dict[Origin, list[float]] = {}
+        self._opening: dict[Origin, list[asyncio.Task]] = {}  # ``warm``: for the engine, later
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
                     max_bytes: int = 64 << 20) -> FetchResult:
@@ -96,9 +115,7 @@ class Fetcher:
         for attempt in (1, 2):
             reused = conn is not None
             if conn is None:
-                started = loop.time()
-                conn = await self.access.connect(origin, timeout=self.timeout)
-                self.connect_times.setdefault(origin, []).append(loop.time() - started)
+                conn = await self._open(origin)
             ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
             conn.send(ex)
             try:
@@ -115,7 +132,45 @@ class Fetcher:
                 conn = None  # an idle connection the server had closed: try a fresh one
         if conn.usable and conn.in_flight == 0:
             self._idle.setdefault(origin, []).append(conn)
-        return FetchResult(ex.status, ex.headers, b"".join(ex.parts), url)
+        body = b"".join(ex.parts)
+        if ex.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip") and method != "HEAD":
+            body = gunzip(body, max_bytes, url)
+            del ex.headers["content-encoding"]
+        return FetchResult(ex.status, ex.headers, body, url)
+
+    async def _open(self, origin: Origin) -> Connection:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        conn = await self.access.connect(origin, timeout=self.timeout)
+        conn.connect_seconds = loop.time() - started
+        self.connect_times.setdefault(origin, []).append(conn.connect_seconds)
+        return conn
+
+    def warm(self, origin: Origin, n: int) -> None:
+        """Start opening ``n`` connections to ``origin`` for the engine (``hand_over``), while
+        discovery reads its listing; one that opens before then serves discovery too."""
+        for _ in range(n):
+            task = asyncio.ensure_future(self._open(origin))
+            task.add_done_callback(self._opened)
+            self._opening.setdefault(origin, []).append(task)
+
+    def _opened(self, task: asyncio.Task) -> None:
+        if task.cancelled() or task.exception() is not None:  # (retrieved: the engine connects anew)
+            return
+        for tasks in self._opening.values():
+            if task in tasks:
+                tasks.remove(task)
+                conn = task.result()
+                self._idle.setdefault(conn.origin, []).append(conn)
+                return
+        # (not found: handed over meanwhile, and the WarmPool that has it hands it out or closes it)
+
+    def hand_over(self) -> WarmPool:
+        """Every idle connection and every one still opening, for the engine's ``connect``; this
+        fetcher keeps none (``WarmPool.close`` closes what the engine does not take)."""
+        pool = WarmPool(self._idle, self._opening, self.access.connect)
+        self._idle, self._opening = {}, {}
+        return pool
 
     def _take(self, origin: Origin) -> Connection | None:
         pool = self._idle.get(origin) or []
@@ -126,7 +181,4 @@ class Fetcher:
         return None
 
     def close(self) -> None:
-        for pool in self._idle.values():
-            for conn in pool:
-                conn.close()
-        self._idle.clear()
+        self.hand_over().close()

@@ -93,6 +93,9 @@ class Connection(asyncio.Protocol):
     """An HTTP/1.1 connection to one origin with up to N requests in flight."""
 
     one_at_a_time = False  # True where the route cannot carry a pipeline (``http.proxy``)
+    # seconds its opening took, when whoever opened it measured that (``http.client``: discovery's
+    # connections, which the engine takes over; one round trip each, as the engine's own)
+    connect_seconds: float | None = None
 
     def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
         self.origin = origin

@@ -94,11 +94,13 @@ def build_request(method: str, origin: Origin, target: str,
                   range_: tuple[int, int] | None = None,
                   extra: dict[str, str] | None = None) -> bytes:
     """Request bytes. ``range_`` is [start, end) — sent as ``bytes=start-(end-1)``. A
-    ``User-Agent`` in ``extra`` (spelt so: ``http.auth`` spells the user's so) replaces dtune's."""
+    ``User-Agent`` in ``extra`` (spelt so: ``http.auth`` spells the user's so) replaces dtune's, and
+    an ``Accept-Encoding`` there replaces ``identity``."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {origin.host_header}"]
     if not extra or "User-Agent" not in extra:
         lines.append(f"User-Agent: {USER_AGENT}")
-    lines.append("Accept-Encoding: identity")
+    if not extra or "Accept-Encoding" not in extra:  # (a listing takes gzip: http.client decodes it)
+        lines.append("Accept-Encoding: identity")
     if range_ is not None:
         lines.append(f"Range: bytes={range_[0]}-{range_[1] - 1}")
     if extra:

@@ -24,6 +24,7 @@ import signal
 import socket
 import sys
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -206,13 +207,28 @@ class FileServer:
 
     # -- run in a worker thread --------------------------------------------------
 
-    def manifest(self, directory: str, base: str) -> bytes:
+    def manifest(self, directory: str, base: str, gzip: bool = False) -> tuple[bytes, bool]:
         entries = walk_tree(self.root, directory)
         digests = self.checksums.digests(entries) if self.checksums is not None else None
-        return manifest_bytes(base, entries, digests)
+        return _maybe_gzip(manifest_bytes(base, entries, digests), gzip)
 
-    def listing(self, directory: str, base: str, is_root: bool) -> bytes:
-        return render_listing(base, scan_directory(self.root, directory), is_root=is_root)
+    def listing(self, directory: str, base: str, is_root: bool, gzip: bool = False) -> tuple[bytes, bool]:
+        return _maybe_gzip(render_listing(base, scan_directory(self.root, directory), is_root=is_root), gzip)
+
+
+# A listing or manifest shorter than this goes as it is: a gzip header and a round of
+# deflate save nothing on a body that fits one packet.
+GZIP_MIN_BYTES = 1400
+
+
+def _maybe_gzip(body: bytes, wanted: bool) -> tuple[bytes, bool]:
+    """``body`` gzip'd when the client takes gzip and it is worth it, and whether it was. A
+    manifest of 2000 files (142 KB) becomes about a sixth: one window at the start of a
+    connection instead of three round trips of slow start."""
+    if not wanted or len(body) < GZIP_MIN_BYTES:
+        return body, False
+    packer = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: a gzip header and trailer
+    return packer.compress(body) + packer.flush(), True
 
 
 def _is_loopback(host: str) -> bool:

@@ -67,6 +67,34 @@ def parse_http_date(value: str) -> int | None:
     return int(parsed.timestamp())
 
 
+def accepts_gzip(value: str) -> bool:
+    """Whether an ``Accept-Encoding`` value takes a gzip'd body (RFC 9110 §12.5.3): ``gzip``
+    (or ``x-gzip``) with a q-value above zero, or else ``*`` with one. Listings and manifests
+    only: file bodies always go as they are, so that ranges mean bytes of the file."""
+    named: float | None = None
+    star: float | None = None
+    for item in value.split(","):
+        name, _, params = item.partition(";")
+        name = name.strip().lower()
+        q = 1.0
+        for param in params.split(";"):
+            key, _, text = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(text.strip())
+                except ValueError:
+                    q = 0.0
+        if not 0.0 <= q <= 1.0:  # (nan, inf, negative: not a q-value)
+            q = 0.0
+        if name in ("gzip", "x-gzip"):
+            named = q if named is None else max(named, q)
+        elif name == "*":
+            star = q
+    if named is not None:
+        return named > 0
+    return star is not None and star > 0
+
+
 def _digits(text: str) -> int | None:
     text = text.strip(" \t")
     if not text or not text.isascii() or not text.isdigit() or len(text) > 20:

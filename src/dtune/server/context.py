@@ -109,8 +109,10 @@ class ServerContext(Protocol):
     def stats_json(self) -> bytes:
         """The body of the stats answer."""
 
-    def manifest(self, directory: str, base: str) -> bytes:
-        """The manifest body of ``directory`` (a real path); runs in a worker thread."""
+    def manifest(self, directory: str, base: str, gzip: bool = False) -> tuple[bytes, bool]:
+        """The manifest body of ``directory`` (a real path), gzip'd when ``gzip`` and worth it,
+        and whether it was; runs in a worker thread."""
 
-    def listing(self, directory: str, base: str, is_root: bool) -> bytes:
-        """The HTML listing body of ``directory`` (a real path); runs in a worker thread."""
+    def listing(self, directory: str, base: str, is_root: bool, gzip: bool = False) -> tuple[bytes, bool]:
+        """The HTML listing body of ``directory`` (a real path), as ``manifest``; runs in a
+        worker thread."""

@@ -68,7 +68,7 @@ import httptools
 
 from dtune import __version__
 from dtune.server.auth import denial
-from dtune.server.conditions import etag_for, http_date, plan_file_response
+from dtune.server.conditions import accepts_gzip, etag_for, http_date, plan_file_response
 from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
 from dtune.server.request import Request, RequestReader
@@ -449,13 +449,15 @@ class HttpConnection(BodySender, asyncio.Protocol):
         accept = req.headers.get(b"accept", b"")
         want_manifest = b"application/json" in accept or _has_manifest_key(query)
         base = target.url_path(slash=True)
+        gzip = accepts_gzip(req.headers.get(b"accept-encoding", b"").decode("latin-1"))
         self._in_thread = True
         try:
             if want_manifest:
-                body = await self._loop.run_in_executor(None, self._srv.manifest, real, base)
+                body, gzipped = await self._loop.run_in_executor(None, self._srv.manifest, real, base, gzip)
                 ctype = "application/json"
             else:
-                body = await self._loop.run_in_executor(None, self._srv.listing, real, base, target.relbytes == b".")
+                body, gzipped = await self._loop.run_in_executor(None, self._srv.listing, real, base,
+                                                                 target.relbytes == b".", gzip)
                 ctype = "text/html; charset=utf-8"
         except PermissionError:
             self._simple(req, 403)
@@ -467,7 +469,10 @@ class HttpConnection(BodySender, asyncio.Protocol):
             self._in_thread = False
         if self._closed:
             return
-        head = self._head(200, req, len(body), f"Content-Type: {ctype}\r\nCache-Control: no-cache\r\n")
+        fields = f"Content-Type: {ctype}\r\nCache-Control: no-cache\r\nVary: Accept-Encoding\r\n"
+        if gzipped:
+            fields += "Content-Encoding: gzip\r\n"
+        head = self._head(200, req, len(body), fields)
         self._out.append(head if req.method == b"HEAD" else head + body)
         self._flush()
         self._finish(req, 200, 0)

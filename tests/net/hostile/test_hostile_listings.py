@@ -12,7 +12,9 @@ be written, not fail for some unrelated reason.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import json
 import os
 import resource
 from collections.abc import Callable, Iterator
@@ -325,6 +327,48 @@ def test_a_manifest_that_is_not_json_is_one_clear_error(
         assert prefix in line
     assert tree(out) == {}
     report(observed=f"exit 1: `{line}`")
+
+
+def _gzip(body: bytes) -> bytes:
+    return gzip.compress(body, mtime=0)
+
+
+def _bad_crc(packed: bytes) -> bytes:
+    return packed[:-8] + bytes(b ^ 0xFF for b in packed[-8:-4]) + packed[-4:]
+
+
+GZIPPED = [("bomb", lambda: _gzip(b" " * (300 << 20)), "larger than"),  # 300 MiB from 0.3 MB
+           ("corrupt", lambda: _bad_crc(_gzip(b'{"dtune_manifest": 1, "files": []}' * 50)), "corrupt gzip"),
+           ("cut-short", lambda: _gzip(json.dumps({"dtune_manifest": 1, "base": "/", "files": [
+               {"path": f"f{i}", "size": 1} for i in range(200)]}).encode())[:-30], "cut short")]
+
+
+@pytest.mark.parametrize(("what", "body", "words"), GZIPPED, ids=[x[0] for x in GZIPPED])
+def test_a_gzipd_listing_that_is_broken_is_one_clear_error(
+        what: str, body: Callable[[], bytes], words: str, world: World, env: dict[str, str], tmp_path: Path,
+        report: Report) -> None:
+    report(tried=f"directory answered with Content-Encoding: gzip and a {what} body",
+           expected="exit 1, one line naming the URL and the problem, nothing written")
+    prefix = f"/{tmp_path.name}/"
+    world.hostile.pages[prefix] = ("application/json", body(), {"Content-Encoding": "gzip"})
+    out = tmp_path / "out"
+    outcome = run_get(env, [world.hostile.url(prefix)], out, json_events=False)
+    line = assert_one_line_error(outcome, [words])
+    assert prefix in line
+    assert tree(out) == {}
+    report(observed=f"exit 1: `{line}`")
+
+
+def test_a_gzipd_manifest_is_read_as_the_manifest(world: World, env: dict[str, str], tmp_path: Path) -> None:
+    prefix = f"/{tmp_path.name}/"
+    files = {f"{prefix}g{i:03d}.bin": bytes([i]) * (100 + i) for i in range(40)}
+    world.hostile.files.update(files)
+    doc = hs.manifest([{"path": Path(k).name, "size": len(v)} for k, v in files.items()], prefix)
+    world.hostile.pages[prefix] = (doc[0], _gzip(doc[1]), {"Content-Encoding": "gzip"})
+    out = tmp_path / "out"
+    outcome = run_get(env, [world.hostile.url(prefix)], out)
+    assert outcome.code == 0, outcome.stderr
+    assert tree(out) == {Path(k).name: v for k, v in files.items()}
 
 
 @pytest.mark.parametrize("what", ["listing", "head"])

@@ -9,7 +9,7 @@ start and stop); this one runs on 127.0.0.1 and closes at once, without
 lingering.
 
 The server keeps ``files`` (decoded path → bytes) and ``pages`` (decoded path
-→ (content type, body), for listings and manifests); ``fallback`` bytes, when
+→ (content type, body[, more headers]), for listings and manifests); ``fallback`` bytes, when
 set, answer every other file path. Every path may be given a **behaviour**:
 an ``async`` callable ``behaviour(ctx) -> bool`` that writes whatever it
 likes on ``ctx.writer`` and returns whether the connection stays open
@@ -47,8 +47,8 @@ async def serve(ctx: Ctx) -> bool:
     """The honest answer: a page, a file (one range at most), 416, or 404."""
     page = ctx.server.pages.get(ctx.request.path)
     if page is not None:
-        ctype, body = page
-        return ctx.simple(200, {"Content-Type": ctype}, body)
+        ctype, body, *more = page  # (a third item: more headers, such as Content-Encoding)
+        return ctx.simple(200, {"Content-Type": ctype, **(more[0] if more else {})}, body)
     if ctx.data is None and ctx.server.fallback is not None and not ctx.request.path.endswith("/"):
         ctx.data = ctx.server.fallback
     if ctx.data is None:

@@ -101,7 +101,7 @@ def test_nginx_json_tree_is_walked_with_accept_json_and_exact_sizes() -> None:
     assert files["sub dir/deeper/leaf.txt"].url == "http://h/json/sub%20dir/deeper/leaf.txt"
     assert files["ünïcødé.dat"].url == "http://h/json/%C3%BCn%C3%AFc%C3%B8d%C3%A9.dat"
     assert files["plain.bin"].mtime == 1_700_000_000.0
-    assert all(h == {"Accept": "application/json"} and m == "GET" for m, _, h, _ in web.calls)
+    assert all(h == {"Accept": "application/json", "Accept-Encoding": "gzip"} and m == "GET" for m, _, h, _ in web.calls)
     assert sorted(url for _, url, _, _ in web.calls) == sorted(
         ["http://h/json/", "http://h/json/sub%20dir/", "http://h/json/sub%20dir/deeper/", "http://h/json/empty/"])
 

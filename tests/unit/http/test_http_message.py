@@ -115,6 +115,13 @@ def test_build_request_without_range_is_a_plain_get() -> None:
         + b"\r\nAccept-Encoding: identity\r\n\r\n")
 
 
+def test_a_listing_asks_for_gzip_instead_of_identity() -> None:
+    from dtune.discovery.tree import LISTING_HEADERS
+    raw = build_request("GET", Origin("http", "h", 80), "/d/", extra=LISTING_HEADERS)
+    assert b"\r\nAccept-Encoding: gzip\r\n" in raw and b"identity" not in raw
+    assert raw.count(b"Accept-Encoding") == 1
+
+
 @pytest.mark.parametrize(("range_", "line"), [
     ((0, 100), b"Range: bytes=0-99"),
     ((5, 6), b"Range: bytes=5-5"),                                 # one byte

@@ -7,6 +7,7 @@ import pytest
 from dtune.server.conditions import (
     UNSATISFIABLE,
     Plan,
+    accepts_gzip,
     etag_for,
     http_date,
     if_range_allows,
@@ -115,3 +116,15 @@ def plan(**kw: object) -> Plan:
 ])
 def test_plan_file_response_table(kw: dict[str, object], expected: Plan) -> None:
     assert plan(**kw) == expected
+
+
+@pytest.mark.parametrize(("value", "takes"), [
+    ("gzip", True), ("GZIP", True), ("x-gzip", True), ("gzip, deflate, br", True), ("br;q=1, gzip;q=0.1", True),
+    ("*", True), ("*;q=0.5", True), ("identity, *;q=0.2", True),
+    ("", False), ("identity", False), ("br", False), ("gzip;q=0", False), ("gzip; q=0.000", False),
+    ("gzip;q=0, *", False),            # named gzip wins over *
+    ("*;q=0", False), ("gzip;q=nan", False), ("gzip;q=inf", False), ("gzip;q=-1", False),
+    ("gzip;q=abc", False), ("gzipx", False), (",,,;;;=", False),
+])
+def test_accepts_gzip_table(value: str, takes: bool) -> None:
+    assert accepts_gzip(value) is takes
