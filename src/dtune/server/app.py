@@ -223,7 +223,7 @@ GZIP_MIN_BYTES = 1400
 
 def _maybe_gzip(body: bytes, wanted: bool) -> tuple[bytes, bool]:
     """``body`` gzip'd when the client takes gzip and it is worth it, and whether it was. A
-    manifest of 2000 files (142 KB) becomes about a sixth: one window at the start of a
+    manifest of 2000 files (152 KB) becomes 23 KB: one window at the start of a
     connection instead of three round trips of slow start."""
     if not wanted or len(body) < GZIP_MIN_BYTES:
         return body, False
