@@ -229,8 +229,8 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     """The transfer's ``Access`` (credentials, proxy, TLS), and the sources and mirrors without
     the userinfo they carried: only the ``Access`` holds credentials. ``s3``: the
     ``(S3Settings, Credentials | None)`` of s3:// sources, whose requests are signed."""
+    from dtune.http.access import PROXY_VARIABLES
     from dtune.http.auth import header_sources, strip_userinfo
-    from dtune.http.proxy import route_from
     from dtune.http.trust import ssl_context_from
     from dtune.http.trust import warnings as tls_warnings
 
@@ -252,8 +252,11 @@ def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[st
     if s3 is not None and s3[1] is not None:
         from dtune.http.awsconfig import s3_signer
         headers.append(s3_signer(*s3))  # SigV4, for the S3 endpoint's origin only
-    access = Access(headers, route=route_from(values, env), ssl_context=ssl_context_from(values),
-                    trusted=trusted)
+    route = None
+    if values.get("proxy") is not None or any(name in env for name in PROXY_VARIABLES):
+        from dtune.http.proxy import route_from
+        route = route_from(values, env)
+    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted)
     access.warnings.extend(warnings)
     access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]

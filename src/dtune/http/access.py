@@ -107,3 +107,7 @@ class Access:
 
 
 DIRECT = Access()  # no credentials, no proxy, the default TLS trust
+
+# Every variable ``http.proxy.proxy_variable`` reads (curl's: ``HTTP_PROXY`` never). Without one
+# of them and without --proxy, a transfer goes direct and ``http.proxy`` is never imported.
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")

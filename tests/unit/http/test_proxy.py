@@ -484,3 +484,25 @@ def test_a_python_whose_openssl_looks_elsewhere_finds_the_distribution_bundle(
     assert [dict(x[0] for x in ca["subject"])["commonName"] for ca in ctx.get_ca_certs()] == ["dtune test CA"]
     monkeypatch.setattr(trust, "BUNDLES", ())
     assert trust._platform_context() is None  # then Python's default context, whatever it finds
+
+
+def test_the_variables_that_skip_the_proxy_module_are_every_one_it_reads() -> None:
+    from dtune.http.access import PROXY_VARIABLES
+    read = set()
+    for scheme in ("http", "https"):
+        for name in PROXY_VARIABLES + ("HTTP_PROXY", "NO_PROXY", "no_proxy", "ftp_proxy"):
+            found = proxy_variable({name: "p:1"}, scheme)
+            if found is not None:
+                read.add(found[0])
+    assert read == set(PROXY_VARIABLES)
+
+
+@pytest.mark.parametrize(("values", "env", "proxied"), [
+    ({}, {}, False), ({}, {"HTTP_PROXY": "http://evil:1", "no_proxy": "x"}, False),
+    ({}, {"all_proxy": "p:1"}, True), ({"proxy": "p:1"}, {}, True),
+])
+def test_build_access_reads_the_proxy_settings_only_when_there_are_some(values: dict, env: dict,
+                                                                         proxied: bool) -> None:
+    from dtune.commands.getopts import build_access
+    access, _, _ = build_access(values, ["http://h/d/"], [], environ=env)
+    assert (access.route is not None) is proxied
