@@ -483,9 +483,10 @@ def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool],
           bytes_share: Mapping[str, float] | None = None) -> dict[str, Params]:
     """``base``'s split between partitions, scaled to ``total`` connections in all.
 
-    A partition whose files travel as ranges (``ranged``) scales its lanes per
-    file (p), and below one lane per file in flight its files in flight (cc);
-    one of small files scales the files in flight (cc). The user's
+    A partition whose files travel as ranges (``ranged``) takes as many lanes
+    per file (p) as the count needs over its files in flight, and then as few
+    files in flight (cc, never more than the tuner's) as give the count; one of
+    small files scales the files in flight (cc). The user's
     fixed values stay: a fixed p makes cc scale, a fixed cc makes p scale, and
     both fixed leave the partition as it is. With ``bytes_share`` (each
     partition's share of the dataset's bytes) no partition gets a smaller
@@ -509,8 +510,12 @@ def shape(base: Mapping[str, Params], total: int, *, ranged: Mapping[str, bool],
         want = max(1, round(total * weight[name]))
         if fixed.cc is not None and fixed.p is not None:
             continue
-        if fixed.cc is None and fixed.p is None and p.lanes is None and ranged.get(name, False) and want < p.cc:
-            new = p.with_(cc=want, p=1)  # fewer connections than files in flight: fewer files at once
+        if fixed.cc is None and fixed.p is None and p.lanes is None and ranged.get(name, False):
+            # as many lanes per file as ``want`` needs over the tuner's files in flight, then as few
+            # files in flight as give ``want`` with them: any count, not only multiples of cc (8
+            # large files in flight made 16 → 8 the only step down from 16, a third below 0.7 × 16)
+            per = math.ceil(want / p.cc)
+            new = p.with_(cc=max(1, min(p.cc, round(want / per))), p=per)
         elif fixed.cc is not None or (ranged.get(name, False) and fixed.p is None):
             lanes = max(1, round(want / p.cc))
             new = p.with_(p=lanes) if p.lanes is None else p.spread(split_lanes(lanes, p.lanes))

@@ -296,10 +296,19 @@ def test_shape_gives_no_partition_a_smaller_share_of_connections_than_of_the_byt
     plain = shape(base, 30, ranged=ranged, fixed=Fixed())
     assert plain["small"].cc == 2                                  # 8/120 of 30
     out = shape(base, 30, ranged=ranged, fixed=Fixed(), bytes_share={"small": 0.26, "large": 0.74})
-    assert out["small"].cc == 8 and out["large"] == Params(cc=8, p=3, pp=2)   # 26 % and 74 % of 30
+    assert out["small"].cc == 8 and out["large"] == Params(cc=7, p=3, pp=2)   # 26 % and 74 % of 30
     # the other way round: large files under their share of the bytes get it
     out = shape(base, 30, ranged=ranged, fixed=Fixed(), bytes_share={"small": 0.01, "large": 0.99})
     assert out["small"].cc == 1 and out["large"] == Params(cc=8, p=4, pp=2)
+
+
+@pytest.mark.parametrize(("want", "cc", "p"), [(24, 8, 3), (22, 7, 3), (16, 8, 2), (15, 8, 2), (14, 7, 2),
+                                              (10, 5, 2), (9, 4, 2), (8, 8, 1), (5, 5, 1), (1, 1, 1), (40, 8, 5)])
+def test_shape_gives_a_ranged_partition_any_count_not_only_multiples_of_its_files_in_flight(want, cc, p):
+    # 8 large files in flight: p alone could only give 8, 16, 24 (from 16 the one step down was 8)
+    out = shape({"large": Params(cc=8, p=2, pp=2)}, want, ranged={"large": True}, fixed=Fixed())
+    assert (out["large"].cc, out["large"].p) == (cc, p)
+    assert abs(total_lanes(out) - want) <= out["large"].p // 2 + 1
 
 
 def test_shape_takes_files_in_flight_from_a_ranged_partition_below_one_lane_each():
