@@ -111,6 +111,11 @@ class OnlineConstants:
                                    # windows (one on the wire, one for the next requests to reach the
                                    # server) plus one request; deeper pipelines add nothing but a tail
     default_rtt: float = 0.05     # s, until a connection has one
+    start_windows: float = 4.0    # the search starts from the tuner's θ, but from no more than this
+    start_floor: int = 8          # many times the windows the path's BDP needs, and at least this
+                                  # many: Algorithm 1 at maxCC 32 opens 32 connections on a 1 ms LAN
+                                  # whose BDP is a third of one window (a 140 KiB queue drops the
+                                  # start's burst); a low guess costs a doubling, 0.3 s a step
 
 
 def constants_for(sla: str | None) -> OnlineConstants:
@@ -579,10 +584,20 @@ class OnlineTuner(Tuner):
         # whole files: no deeper pipeline than the windows need (the user's pp stays)
         self.pipeline_ = {n: pipeline_for(t / c, window, self.constants.pipeline_windows)
                           for n, (t, c) in totals.items() if c and not self.ranged_[n]}
-        start = total_lanes(self.base_)
-        self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=window, constants=self.constants,
+        start = theta = total_lanes(self.base_)
+        cap = self._cap(self.base_)
+        searching = self.search and not self._all_fixed() and not self.base.sizes_connections
+        k = self.constants
+        need = math.ceil(facts.bdp / window) if facts.bdp > 0 else theta
+        least = max(k.start_floor, math.ceil(k.start_windows * need))
+        if searching and min(theta, cap) > least:
+            start = least
+            tplan.notes.append(f"online: the tuner's θ is {theta} connections; the path's BDP "
+                               f"({facts.bdp / 1e3:.0f} KB) needs {need} window(s) of {window / 1e3:.0f} KB: "
+                               f"starting from {start}")
+        self.search_ = OnlineSearch(start, cap=cap, window=window, constants=self.constants,
                                     floor_rate=self.min_rate, realize=self._realize)
-        if not self.search or self._all_fixed() or self.base.sizes_connections:
+        if not searching:
             self.search_.phase = "off"
         tplan.params = self._shaped()
         if self.search_.phase != "off" and self.fixed.pp is None:
@@ -596,8 +611,9 @@ class OnlineTuner(Tuner):
         self.label = self.base.label + (" + online" if self.search_.phase != "off" else "")
         n = total_lanes(tplan.params)
         if self.search_.phase != "off":
-            tplan.notes.append(f"online: from {n} connections (the tuner's θ), at most {self.cap} to one "
-                               "origin; searched on measured goodput")
+            whose = " (the tuner's θ)" if start == theta else ""
+            tplan.notes.append(f"online: from {n} connections{whose}, at most {self.cap} to one origin; "
+                               "searched on measured goodput")
         elif n < start:
             tplan.notes.append(f"at most {self.cap} connections to one origin: {start} → {n}")
         return tplan

@@ -347,6 +347,29 @@ def snapshot(t: float, nbytes: int, total: int, params: dict[str, Params]) -> Sn
                     files_failed=0, retries=0, connections=4, rtt=0.040, rtt_live=0.040, partitions=views)
 
 
+@pytest.mark.parametrize(("max_cc", "rtt", "start"), [
+    (32, 0.001, 8),      # a 1 ms LAN: 125 KB of BDP, a third of one 367 KB window: the floor
+    (16, 0.001, 8),
+    (32, 0.040, 56),     # 40 ms: 5 MB, 14 windows, 4 × 14 (θ 227, the cap 64)
+    (4, 0.001, None),    # a θ already below the floor stays
+    (2, 0.040, None),    # θ 15, under 56
+    (16, 0.120, None),   # 120 ms: 41 windows, 4 × 41 above the cap of 64
+])
+def test_the_search_starts_from_no_more_than_four_times_the_windows_the_bdp_needs(max_cc, rtt, start):
+    facts = NetworkFacts(rtt=rtt, bandwidth=GBIT, tcp_buffer=512 * 1024)
+    sizes = [300_000] * 2000 + [20 << 20] * 70
+    theta = total_lanes(HeuristicTuner("promc", max_cc=max_cc).plan(sizes, facts).params)
+    plan = OnlineTuner(HeuristicTuner("promc", max_cc=max_cc)).plan(sizes, facts)
+    got = total_lanes(plan.params)
+    if start is None:
+        assert abs(got - min(theta, 64)) <= 3 and not any("starting from" in n for n in plan.notes)
+    else:
+        assert theta > start and abs(got - start) <= 2, (theta, got)   # (the shape's rounding)
+        assert any(f"starting from {start}" in n for n in plan.notes), plan.notes
+    paper = OnlineTuner(HeuristicTuner("promc", max_cc=max_cc), search=False).plan(sizes, facts)
+    assert abs(total_lanes(paper.params) - min(theta, 64)) <= 3  # --no-online: the tuner's θ, capped
+
+
 def test_the_tuner_starts_from_its_bases_plan_and_emits_each_step_with_its_measurement():
     tuner = OnlineTuner(HeuristicTuner("promc"))
     plan = tuner.plan([1 << 30], FACTS)
