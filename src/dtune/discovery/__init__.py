@@ -271,7 +271,8 @@ class _Discovery(TreeWalk):
             raise
         except (DtuneError, OSError) as exc:  # TimeoutError is an OSError
             retryable = isinstance(exc, OSError) or getattr(exc, "retryable", False)
-            raise DiscoveryError(f"{what}: {one_line(exc)}", retryable=retryable) from None
+            text = one_line(exc).removeprefix(f"{redact_url(url)}: ")  # (the URL once: it is in `what`)
+            raise DiscoveryError(f"{what}: {text}", retryable=retryable) from None
         headers = {k.lower(): v for k, v in res.headers.items()}
         if not status_ok and res.status != 200:
             retryable = res.status in (408, 429) or res.status >= 500

@@ -354,7 +354,7 @@ def test_a_gzipd_listing_that_is_broken_is_one_clear_error(
     out = tmp_path / "out"
     outcome = run_get(env, [world.hostile.url(prefix)], out, json_events=False)
     line = assert_one_line_error(outcome, [words])
-    assert prefix in line
+    assert line.count(prefix) == 1, line  # the URL, once
     assert tree(out) == {}
     report(observed=f"exit 1: `{line}`")
 
