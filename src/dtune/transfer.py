@@ -22,6 +22,7 @@ from dtune.dataset import Dataset
 from dtune.discovery import discover
 from dtune.discovery.paths import Inside
 from dtune.discovery.select import Selection
+from dtune.discovery.urls import path_is_dir
 from dtune.engine import Engine
 from dtune.engine.options import EngineOptions
 from dtune.engine.outcomes import backoff
@@ -351,13 +352,11 @@ def _warm(fetcher: Fetcher, plan: TransferPlan) -> None:
     n = warm_count(plan)
     origins = set()
     for source in plan.sources:
-        if source.startswith(("http://", "https://")):
+        if source.startswith(("http://", "https://")) and path_is_dir(source):
             try:
-                origin, target = split_url(source)
+                origins.add(split_url(source)[0])
             except ValueError:
                 continue  # (discovery says what is wrong with it)
-            if target.partition("?")[0].endswith("/"):
-                origins.add(origin)
     for origin in origins:
         fetcher.warm(origin, n)
 

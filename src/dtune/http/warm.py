@@ -31,7 +31,7 @@ class WarmPool:
         self._ready = ready
         self._opening = opening
         self._connect = connect
-        self.taken = 0  # warm connections the engine took (tests, the run's events)
+        self.taken = 0  # warm connections handed out (what the tests read)
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._ready.values()) + sum(len(v) for v in self._opening.values())

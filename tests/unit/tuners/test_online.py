@@ -19,17 +19,9 @@ from dtune.accounting import PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners.base import Fixed
-from dtune.tuners.online import (
-    DEFAULT_CAP,
-    OnlineSearch,
-    OnlineTuner,
-    busiest_share,
-    constants_for,
-    pipeline_for,
-    shape,
-    total_lanes,
-)
+from dtune.tuners.online import DEFAULT_CAP, OnlineSearch, OnlineTuner, constants_for
 from dtune.tuners.promc import HeuristicTuner
+from dtune.tuners.shaping import busiest_share, pipeline_for, shape, total_lanes
 from dtune.tuners.static import StaticTuner
 
 WINDOW = 0.7 * 512 * 1024      # what one connection keeps in flight with a 512 KiB buffer
