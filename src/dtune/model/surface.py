@@ -1,9 +1,12 @@
 """Throughput and energy surfaces over θ (docs/algorithms.md §2.3, Algorithm 2).
 
 A surface is a polynomial in the tunable parameters θ = (cc, p, pp,
-cpu_num, cpu_freq) fitted by least squares (scikit-learn
-``PolynomialFeatures`` + ``LinearRegression``) over the logs a query
-matched. Degree selection follows the same lab's earlier surface code: try
+cpu_num, cpu_freq) fitted by least squares over the logs a query matched:
+the terms, the fit, R² and the train/test split are scikit-learn's
+``PolynomialFeatures`` (no bias column), ``LinearRegression``, ``r2_score``
+and ``train_test_split``, computed with NumPy alone (the tests hold them to
+scikit-learn's), because a transfer fits the surfaces of a query the model
+file does not hold, and importing scikit-learn takes 0.6 s. Degree selection follows the same lab's earlier surface code: try
 degrees 2, 3, 4 on a seeded 80/20 train/test split and keep the lowest whose
 train *and* test R² exceed 0.7; if none does, keep the degree with the best
 test R² and flag the surface ``ok=False``. The kept degree is then refitted on
@@ -23,15 +26,12 @@ exactly what was fitted, and prediction needs no scikit-learn object.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sklearn.linear_model import LinearRegression
-from sklearn.metrics import r2_score
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import PolynomialFeatures
 
 from dtune.model import defaults
 from dtune.model.columns import THETA
@@ -152,15 +152,16 @@ def fit_surface(theta: np.ndarray, y: np.ndarray, design: Design, outcome: str, 
     scale = x.std(axis=0)
     scale[scale == 0] = 1.0       # a column that varies elsewhere but not among these logs
     z = (x - mean) / scale
-    train, test = train_test_split(np.arange(n), test_size=test_size, random_state=random_state)
+    train, test = split_train_test(n, test_size, random_state)
     tried: list[tuple[int, float, float]] = []
     chosen = None
     for degree in degrees:
-        poly = PolynomialFeatures(degree, include_bias=False)
-        f_train = poly.fit_transform(z[train])
-        reg = LinearRegression().fit(f_train, y[train])
-        r2_train = float(r2_score(y[train], reg.predict(f_train)))
-        r2_test = float(r2_score(y[test], reg.predict(poly.transform(z[test])))) if len(test) >= 2 else float("nan")
+        powers = poly_powers(len(cols), degree)
+        f_train = features(z[train], powers)
+        coef, intercept = least_squares(f_train, y[train])
+        r2_train = r2(y[train], f_train @ coef + intercept)
+        r2_test = (r2(y[test], features(z[test], powers) @ coef + intercept) if len(test) >= 2
+                   else float("nan"))
         tried.append((degree, r2_train, r2_test))
         if r2_train > r2_threshold and r2_test > r2_threshold:
             chosen = degree
@@ -172,7 +173,50 @@ def fit_surface(theta: np.ndarray, y: np.ndarray, design: Design, outcome: str, 
         chosen = tried[scores.index(max(scores))][0]
         note = (f"no degree of {list(degrees)} reached R² > {r2_threshold} on train and test; "
                 f"kept degree {chosen}, the best on test")
-    poly = PolynomialFeatures(chosen, include_bias=False)
-    reg = LinearRegression().fit(poly.fit_transform(z), y)
-    return Surface(outcome, cols, chosen, mean, scale, np.asarray(poly.powers_, dtype=int),
-                   np.asarray(reg.coef_, dtype=float), float(reg.intercept_), ok, n, tried, note)
+    powers = poly_powers(len(cols), chosen)
+    coef, intercept = least_squares(features(z, powers), y)
+    return Surface(outcome, cols, chosen, mean, scale, powers, coef, intercept, ok, n, tried, note)
+
+
+def poly_powers(n_features: int, degree: int) -> np.ndarray:
+    """The exponent of every column in every term of degree 1..``degree``, in the order of
+    scikit-learn's ``PolynomialFeatures(degree, include_bias=False).powers_``."""
+    rows = []
+    for d in range(1, degree + 1):
+        for combo in itertools.combinations_with_replacement(range(n_features), d):
+            row = [0] * n_features
+            for i in combo:
+                row[i] += 1
+            rows.append(row)
+    return np.asarray(rows, dtype=int).reshape(-1, n_features)
+
+
+def features(z: np.ndarray, powers: np.ndarray) -> np.ndarray:
+    """Each term of ``powers`` at each row of ``z``."""
+    return np.prod(z[:, None, :] ** powers[None, :, :], axis=2)
+
+
+def least_squares(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    """(coefficients, intercept) of ordinary least squares with an intercept, as
+    ``LinearRegression``: centred, then the minimum-norm solution."""
+    x_mean, y_mean = x.mean(axis=0), float(y.mean())
+    coef = np.linalg.lstsq(x - x_mean, y - y_mean, rcond=None)[0]
+    return coef, y_mean - float(x_mean @ coef)
+
+
+def r2(y: np.ndarray, pred: np.ndarray) -> float:
+    """The coefficient of determination, as ``r2_score``: 1.0 for a perfect fit of a constant,
+    0.0 for an imperfect one."""
+    res = float(((y - pred) ** 2).sum())
+    tot = float(((y - y.mean()) ** 2).sum())
+    if tot == 0:
+        return 1.0 if res == 0 else 0.0
+    return 1 - res / tot
+
+
+def split_train_test(n: int, test_size: float, random_state: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) row numbers as ``train_test_split(np.arange(n), test_size=…, random_state=…)``
+    draws them: a seeded permutation, the first ceil(test_size × n) for the test."""
+    perm = np.random.RandomState(random_state).permutation(n)
+    n_test = math.ceil(test_size * n)
+    return perm[n_test:], perm[:n_test]

@@ -117,3 +117,61 @@ def test_split_is_seeded(seed: int) -> None:
     a = fit_surface(th, y, Design.of(th), "throughput", random_state=seed)
     b = fit_surface(th, y, Design.of(th), "throughput", random_state=seed)
     assert a.tried == b.tried
+
+
+@pytest.mark.parametrize(("n_features", "degree"), [(1, 2), (2, 3), (3, 4), (5, 2)])
+def test_terms_split_fit_and_r2_are_scikit_learns(n_features: int, degree: int) -> None:
+    from sklearn.metrics import r2_score
+    from sklearn.model_selection import train_test_split
+
+    from dtune.model.surface import features, least_squares, poly_powers, r2, split_train_test
+    rng = np.random.default_rng(n_features * 10 + degree)
+    n = 37
+    z = rng.normal(size=(n, n_features))
+    y = rng.normal(size=n) + z[:, 0] ** 2
+    poly = PolynomialFeatures(degree, include_bias=False)
+    want = poly.fit_transform(z)
+    assert poly_powers(n_features, degree).tolist() == poly.powers_.tolist()
+    got = features(z, poly_powers(n_features, degree))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    reg = LinearRegression().fit(want, y)
+    coef, intercept = least_squares(got, y)
+    np.testing.assert_allclose(got @ coef + intercept, reg.predict(want), rtol=1e-8, atol=1e-8)
+    assert r2(y, got @ coef + intercept) == pytest.approx(r2_score(y, reg.predict(want)), abs=1e-10)
+    assert r2(np.ones(4), np.ones(4)) == r2_score(np.ones(4), np.ones(4)) == 1.0
+    assert r2(np.ones(4), np.zeros(4)) == r2_score(np.ones(4), np.zeros(4)) == 0.0
+    for size in (2, 3, 7, 37, 101):
+        train, test = train_test_split(np.arange(size), test_size=0.2, random_state=42)
+        mine = split_train_test(size, 0.2, 42)
+        assert mine[0].tolist() == train.tolist() and mine[1].tolist() == test.tolist()
+
+
+def test_a_rank_deficient_fit_predicts_as_scikit_learn() -> None:
+    # two θ columns that move together: many coefficient vectors fit; the prediction is the same
+    from dtune.model.surface import features, least_squares, poly_powers
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=30)
+    z = np.column_stack([a, 2 * a, rng.normal(size=30)])
+    y = 3 * a + rng.normal(size=30) * 0.1
+    poly = PolynomialFeatures(3, include_bias=False)
+    want = LinearRegression().fit(poly.fit_transform(z), y).predict(poly.fit_transform(z))
+    f = features(z, poly_powers(3, 3))
+    coef, intercept = least_squares(f, y)
+    np.testing.assert_allclose(f @ coef + intercept, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_transfer_that_fits_a_surface_does_not_import_scikit_learn() -> None:
+    # the decision tree answers a query the model file holds no surface for by fitting one:
+    # importing scikit-learn (and SciPy) for that took 0.6 s of every such transfer's start
+    import subprocess
+    import sys
+
+    from dtune.model.paths import shipped_model_path
+    code = ("import sys; from dtune.model import Model; "
+            f"m = Model.load({str(shipped_model_path())!r}); "
+            "attrs = {'avg_file_size': 2.4e6, 'file_count': 12, 'rtt': 34.0, 'buf': 4194304, "
+            "'bandwidth': 1000.0}; "
+            "a = m.answer(attrs); "
+            "print(m.match(attrs).key in m._surfaces, a.basis, 'sklearn' in sys.modules, 'scipy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "surface", "False", "False"]
