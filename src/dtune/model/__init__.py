@@ -15,7 +15,7 @@ ties them together; see ``docs/model.md``.
 import importlib
 
 # Names are loaded on first use (PEP 562): importing ``dtune.model.cli`` for the
-# command line must not pull in numpy and scikit-learn for every dtune command.
+# command line must not pull in numpy for every dtune command.
 _WHERE = {
     **dict.fromkeys(("COLUMNS", "KEYS", "OUTCOMES", "THETA", "LogTable", "as_table"), "columns"),
     **dict.fromkeys(("Answer", "Match", "Model"), "core"),
