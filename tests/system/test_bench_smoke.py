@@ -60,8 +60,9 @@ def test_bench_runs_dtune_and_curl_verified_and_leaves_nothing(tmp_path: Path, s
     tmp.mkdir()
     run_id = f"bs{os.getpid()}"
     env = dict(os.environ, TMPDIR=str(tmp))
+    keep = ["--keep-logs"] if server == "dtune" else []
     proc = subprocess.run([sys.executable, "-m", "dtune", "bench", str(scenario), "--out", str(out),
-                           "--id", run_id], capture_output=True, text=True, timeout=120, env=env)
+                           "--id", run_id, *keep], capture_output=True, text=True, timeout=120, env=env)
     try:
         assert proc.returncode == 0, proc.stderr[-2000:]
         rows = list(csv.DictReader((out / "results.csv").open()))
@@ -72,6 +73,12 @@ def test_bench_runs_dtune_and_curl_verified_and_leaves_nothing(tmp_path: Path, s
             assert int(r["srv1_requests"]) >= 20
         assert "| tiny | 200M-10ms | dtune | default | 1 | 1/1 |" in proc.stdout
         assert (out / "summary.md").exists() and (out / "results.json").exists()
+        logs = sorted(p.name for p in (out / "logs").iterdir()) if keep else []
+        assert logs == (["tiny-200M-10ms-curl-parallel4-run1.log", "tiny-200M-10ms-dtune-default-run1.log"]
+                        if keep else [])
+        if keep:   # dtune's --json events, whole
+            assert '"event": "summary"' in (out / "logs" / logs[1]).read_text()
+        assert not (out / "failed-logs").exists() and (keep or not (out / "logs").exists())
     finally:
         left = remove_namespaces(run_id)
     assert left == []

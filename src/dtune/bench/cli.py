@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--server", choices=("dtune", "nginx"), help="override [bench] server")
     p.add_argument("--id", metavar="ID", help="testbed id (names the namespaces dtune-ID-*); random by default")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="keep every run's client output in DIR/logs (dtune's --json events: each node's "
+                        "progress and tuning steps), not only the failed runs'")
     p.set_defaults(func=run)
 
 
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     def echo(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    bench = Bench(config, out, echo=echo, run_id=args.id, scenario_path=args.scenario)
+    bench = Bench(config, out, echo=echo, run_id=args.id, scenario_path=args.scenario, keep_logs=args.keep_logs)
     records = bench.run()
     rows = summarize(records)
     links = "; ".join(f"srv{i + 1} {link.describe()}" for i, link in enumerate(config.scenario.links))

@@ -243,8 +243,9 @@ class Bench:
     """One benchmark of one scenario; ``run()`` returns the records (also written to ``out``)."""
 
     def __init__(self, config: BenchConfig, out: Path, *, echo: Echo = print, run_id: str | None = None,
-                 tmp: str | None = None, scenario_path: str = "") -> None:
+                 tmp: str | None = None, scenario_path: str = "", keep_logs: bool = False) -> None:
         self.cfg = config
+        self.keep_logs = keep_logs   # every run's client output to out/logs, not only the failed ones
         self.out = out
         self.echo = echo
         self.run_id = run_id or f"b{secrets.token_hex(3)}"
@@ -454,8 +455,8 @@ class Bench:
             if change_error:
                 errors.append(change_error)  # the run did not see the links it was meant to
             verified = verdict.ok and result.exit_code == 0 and not change_error
-            if not verified and rundir.exists():
-                self._keep_log(log, combo, rep)
+            if (self.keep_logs or not verified) and rundir.exists():
+                self._keep_log(log, combo, rep, "logs" if verified else "failed-logs")
             return RunRecord(
                 scenario=self.cfg.name, dataset=ds.spec.name, link=combo.profile, tool=spec.tool,
                 variant=spec.variant, run=rep + 1, seconds=result.seconds, bytes=ds.total_bytes,
@@ -523,9 +524,9 @@ class Bench:
         (traces / f"{trace_name(combo.dataset, combo.profile, combo.tool.tool, combo.tool.variant, rep + 1)}.csv"
          ).write_text("\n".join(lines) + "\n")
 
-    def _keep_log(self, log: Path, combo: Combo, rep: int) -> None:
-        """Copy a failed run's client output next to the results, for the post-mortem."""
-        logs = self.out / "failed-logs"
+    def _keep_log(self, log: Path, combo: Combo, rep: int, where: str = "failed-logs") -> None:
+        """Copy a run's client output next to the results (a failed run's, for the post-mortem)."""
+        logs = self.out / where
         logs.mkdir(exist_ok=True)
         name = f"{combo.dataset}-{combo.profile}-{combo.tool.tool}-{combo.tool.variant}-run{rep + 1}.log"
         with contextlib.suppress(OSError):
