@@ -213,8 +213,9 @@ class _Driver:
     its decision applied at once), ``tick`` every second (an energy reading and one sample)."""
 
     def __init__(self, tuner: Tuner, engine: Engine, samples: list[dict], knobs: KernelKnobs,
-                 meter: object | None) -> None:
+                 meter: object | None, limits: Callable[[], tuple[int | None, str] | None] | None = None) -> None:
         self.tuner, self.engine, self.samples, self.knobs, self.meter = tuner, engine, samples, knobs, meter
+        self.limits = limits
         self.energy: dict | None = None
 
     def tick(self, snap: Snapshot) -> None:
@@ -230,6 +231,10 @@ class _Driver:
 
     def control(self, snap: Snapshot) -> None:
         snap.energy = self.energy
+        if self.limits is not None:
+            limit = self.limits()
+            if limit is not None:
+                self.tuner.limit(*limit)
         decision = self.tuner.update(self.engine.now(), snap)
         if decision is not None:
             if decision.event:
@@ -463,12 +468,14 @@ def add_unfetched(result: TransferResult, dataset: Dataset, specs: list) -> None
 async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: EventSink,
                       on_event: EventSink | None, on_progress: Callable[[Snapshot], None] | None = None,
                       on_engine: Callable[[Engine], None] | None = None, *, connect_times: dict | None = None,
-                      early: dict | None = None, warm: WarmPool | None = None) -> TransferResult:
+                      early: dict | None = None, warm: WarmPool | None = None,
+                      limits: Callable[[], tuple[int | None, str] | None] | None = None) -> TransferResult:
     """Tune and run the engine on files already discovered and placed (``specs`` may carry
     ``Piece``s: a cluster shard's share of a file). What ``transfer`` does after discovery, and
     what each worker of a cluster transfer runs on its shard (``dtune.cluster.worker``). ``warm``:
     connections discovery opened, which the engine takes first; those it has not taken by its
-    first tick are closed."""
+    first tick are closed. ``limits``: asked every control tick; a (cap, why) it returns goes to
+    the tuner's ``limit`` (a cluster's parent capping this node's connections)."""
     early = early or {}
     try:
         tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)
@@ -499,7 +506,7 @@ async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: 
         if on_engine is not None:
             on_engine(engine)
         samples: list[dict] = []
-        driver = _Driver(tuner, engine, samples, knobs, meter)
+        driver = _Driver(tuner, engine, samples, knobs, meter, limits)
         engine.tick_listeners.append(driver.tick)
         engine.control_listeners.append(driver.control)
         if on_progress is not None:

@@ -102,6 +102,24 @@ def test_the_python_api_with_workers_and_with_a_client(nginx_tree, out):
         assert client.status == "running"  # a caller's client is left as it was
 
 
+def _limits_held(topic: str):  # noqa: ANN202 (run on a worker)
+    from dtune.cluster import worker
+    return worker._LIMITS.get(topic)
+
+
+def test_a_cap_the_parent_sets_reaches_the_named_worker_process_only():
+    # the channel the parent's conductor uses (``Session._conduct``): Client.run of set_limit
+    from dtune.cluster.worker import set_limit
+    with local_cluster(2) as cluster, distributed.Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        one, two = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        client.run(set_limit, "dtune-t", 1, 5, "capped", workers=[one], on_error="ignore")
+        assert client.run(_limits_held, "dtune-t") == {one: (1, 5, "capped"), two: None}
+        client.run(set_limit, "dtune-t", 2, None, "lifted", workers=[one, "tcp://127.0.0.1:9"],
+                   on_error="ignore")   # (a worker that is gone is passed over)
+        assert client.run(_limits_held, "dtune-t", workers=[one]) == {one: (2, None, "lifted")}
+
+
 def test_cluster_and_workers_together_is_a_usage_error(env, out):
     outcome = run_get(env, ["http://127.0.0.1:9/d/"], out, "--workers", "2", "--cluster", "tcp://127.0.0.1:9")
     assert outcome.code == 2 and "--cluster and --workers" in outcome.stderr

@@ -28,6 +28,7 @@ from pathlib import Path
 from dtune.accounting import OriginView, Snapshot
 from dtune.cluster import marker as markers
 from dtune.cluster import pieces as split
+from dtune.cluster.conduct import Conductor
 from dtune.cluster.shard import cap_share, pack, pieces_of
 from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.dataset import FileSpec, Piece
@@ -39,8 +40,9 @@ RETRIES = 2            # a shard whose worker died runs again on another one, at
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
 LOST_AFTER = 10.0      # seconds without the scheduler after which the transfer gives up on it
 POLL = 0.1             # seconds between looks at the shards' futures
-TUNER_NOTE = ("cluster: each node tunes its own connections within its share of the per-origin cap; "
-              "the nodes' searches are not revised from the aggregate rate (not implemented)")
+TUNER_NOTE = ("cluster: each node searches its own connections within its share of the per-origin cap; "
+              "when the aggregate rate stops rising with the nodes' connections (they share a bottleneck), "
+              "the parent caps each node's (cluster_tuning events)")
 
 EventSink = Callable[[dict], None]
 
@@ -136,6 +138,8 @@ class Session:
         self._connected = time.monotonic()
         self.watch = ShardWatch(limit_for(plan.options.stall_timeout), time.monotonic())
         self._watch_lock = threading.Lock()   # (events come on the client's thread)
+        self.conductor: Conductor | None = None   # the nodes' caps from the aggregate (``conduct``)
+        self._limits_sent = 0
 
     # ---- the steps -----------------------------------------------------------------------------
     def run(self, client=None) -> TransferResult:  # noqa: ANN001
@@ -210,6 +214,8 @@ class Session:
         for index, ranges in split_files.items():
             split.prepare(str(self.paths[index]), self.specs[index].size, [(s, e) for s, e, _ in ranges])
         cap = cap_share(self.plan.max_per_host, nodes)
+        if nodes > 1 and conducted(self.plan):
+            self.conductor = Conductor(workers, cap)
         self.emit({"event": "cluster", "scheduler": self.address, "workers": workers,
                    "start_seconds": round(started, 3), "shards": len(shards),
                    "split_files": len(split_files), "cap_per_node": cap, "cap": self.plan.max_per_host,
@@ -252,6 +258,9 @@ class Session:
             try:
                 client.cancel(futures)
                 client.unsubscribe_topic(self.topic)
+                if self._limits_sent:
+                    from dtune.cluster.worker import forget_limit
+                    client.run(forget_limit, self.topic, on_error="ignore")
             except Exception:  # noqa: BLE001 (the scheduler may be gone: nothing left to tidy there)
                 pass
         return self._result(results, split_files)
@@ -274,6 +283,7 @@ class Session:
             if client.status == "running":
                 self._connected = time.monotonic()
                 self._check_progress(client, {shard_of(f): f.key for f in pending})
+                self._conduct(client)
             ready = [f for f in pending if f.done()]
             for future in ready:
                 pending.remove(future)
@@ -296,6 +306,24 @@ class Session:
         raise DtuneError(f"cluster {self.address}: {late.reason}; stopped: the same command resumes "
                          f"what the workers journalled")
 
+    def _conduct(self, client) -> None:  # noqa: ANN001
+        """The conductor's window, when one is due; new caps go to the nodes (``worker.set_limit``)."""
+        from dtune.cluster.worker import set_limit
+
+        if self.conductor is None:
+            return
+        with self._watch_lock:
+            caps = self.conductor.tick(time.monotonic())
+        if caps is None:
+            return
+        self._limits_sent += 1
+        lifted = bool(caps.event.get("lifted"))
+        for node, cap in sorted(caps.caps.items()):
+            client.run(set_limit, self.topic, self._limits_sent, None if lifted else cap, caps.reason,
+                       workers=[node], on_error="ignore")
+        self.emit({"event": "cluster_tuning", "caps": dict(sorted(caps.caps.items())), "reason": caps.reason,
+                   **caps.event})
+
     def task(self, shard, cap: int, path: str, token: str) -> dict:  # noqa: ANN001
         specs, paths = [], []
         for u in shard.units:
@@ -309,9 +337,20 @@ class Session:
                 "note": TUNER_NOTE}
 
     def _heard(self, event: tuple) -> None:
+        e = event[1]
         with self._watch_lock:
-            self.watch.heard(event[1], time.monotonic())
-        self.emit(event[1])
+            now = time.monotonic()
+            self.watch.heard(e, now)
+            if self.conductor is not None and e.get("event") == "node_progress":
+                try:
+                    live, first = e.get("rtt_live_ms"), e.get("rtt_ms")
+                    self.conductor.report(now, str(e["node"]), int(e["shard"]), float(e["t"]), int(e["bytes"]),
+                                          int(e.get("connections") or 0),
+                                          None if live is None else float(live) / 1000,
+                                          None if first is None else float(first) / 1000)
+                except (KeyError, TypeError, ValueError):
+                    pass   # (a report without its numbers: nothing to learn from it)
+        self.emit(e)
 
     def _result(self, results: list[dict], split_files: dict) -> TransferResult:
         """One result: the whole files as their shards reported them, the split files committed here."""
@@ -366,6 +405,15 @@ class _Quiet:
         import logging
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def conducted(plan) -> bool:  # noqa: ANN001
+    """May the parent cap the nodes' connections? Only where the nodes' tuners search them: not
+    when the user fixed cc and p, nor without the online search (``--no-online``, a paper tuner
+    run as published, ``--limit-rate``)."""
+    from dtune.tuners.registry import online_default
+    search = online_default(plan.tuner) if plan.online is None else plan.online
+    return bool(search) and plan.options.limit_rate <= 0 and not (plan.cc is not None and plan.p is not None)
 
 
 def markers_error(node: str, problem: str) -> DtuneError:

@@ -6,6 +6,10 @@ contexts and credential sources that do not travel; each node reads its own .net
 environment), with the per-origin connection cap shared among the nodes, and runs
 ``transfer.fetch_specs`` on the shard's files and pieces. Its events go to the parent through
 the scheduler's event log (``Worker.log_event``), each with the node's address.
+
+The parent may cap this node's connections while it runs (``conduct``): it calls ``set_limit``
+on the worker (``Client.run``), and every shard of that transfer running here reads the cap at
+its next control tick and hands its part to its tuner.
 """
 
 from __future__ import annotations
@@ -20,6 +24,43 @@ from dtune.errors import DtuneError
 
 if TYPE_CHECKING:
     from dtune.engine import Engine
+
+
+# topic → (sequence, cap or None, why): the caps the parent set on this worker (``set_limit``)
+_LIMITS: dict[str, tuple[int, int | None, str]] = {}
+# topic → shards of that transfer running on this worker now (a cap is shared among them)
+_RUNNING: dict[str, int] = {}
+
+
+def set_limit(topic: str, seq: int, cap: int | None, why: str) -> None:
+    """Run on a worker by the parent (``Client.run``): this node's connections, at most ``cap``
+    in all from now on (None: the node's share of the per-origin cap again). An older ``seq``
+    than the one held is ignored."""
+    held = _LIMITS.get(topic)
+    if held is None or seq > held[0]:
+        _LIMITS[topic] = (seq, cap, why)
+
+
+def forget_limit(topic: str) -> None:
+    """Run on every worker by the parent when its transfer ends: the caps it set go."""
+    _LIMITS.pop(topic, None)
+
+
+def limit_reader(topic: str):  # noqa: ANN201 (a callable for ``fetch_specs(limits=)``)
+    """For one shard: each call returns the (cap, why) set since the last call (shared among the
+    shards of the topic running on this worker), else None."""
+    seen = [0]
+
+    def read() -> tuple[int | None, str] | None:
+        held = _LIMITS.get(topic)
+        if held is None or held[0] <= seen[0]:
+            return None
+        seen[0] = held[0]
+        seq, cap, why = held
+        running = max(1, _RUNNING.get(topic, 1))
+        return (None if cap is None else max(1, cap // running)), why
+
+    return read
 
 
 class NodeError(DtuneError):
@@ -55,7 +96,13 @@ def run_shard(task: dict) -> dict:
             event["reason"] = [*(event.get("reason") or []), task["note"]]
         worker.log_event(topic, _plain(event))
 
-    return asyncio.run(_run(task, node, send))
+    _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
+    try:
+        return asyncio.run(_run(task, node, send))
+    finally:
+        _RUNNING[topic] -= 1
+        if _RUNNING[topic] <= 0:
+            del _RUNNING[topic]
 
 
 def shard_plan(task: dict):  # noqa: ANN201 (a TransferPlan; imported late)
@@ -82,9 +129,11 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
     def progress(snap) -> None:  # noqa: ANN001
         # (committing: the parent's watch (``watch``) counts a file being verified as progress)
         send({**progress_event(snap), "event": "node_progress",
+              "rtt_live_ms": None if snap.rtt_live is None else round(snap.rtt_live * 1000, 2),
               "committing": bool(engines) and engines[0].committing})
 
-    result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=engines.append)
+    result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=engines.append,
+                               limits=limit_reader(task["topic"]))
     snap = result.snapshot
     return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
             "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],

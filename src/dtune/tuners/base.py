@@ -177,6 +177,11 @@ class Tuner:
     def update(self, now: float, snap: Snapshot) -> Decision | None:
         return None
 
+    def limit(self, cap: int | None, why: str) -> bool:
+        """Hold at most ``cap`` connections from the next ``update`` on (a cluster's parent caps
+        each node's, ``cluster.conduct``); False when the tuner does not search their number."""
+        return False
+
 
 def _init_params(cls: type) -> list[str]:
     """The keyword arguments of ``cls.__init__`` and of every base class's, in order."""

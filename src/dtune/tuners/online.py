@@ -154,6 +154,7 @@ class OnlineSearch:
         self.floor_rate = floor_rate             # bytes/s a step down must keep (--min-throughput)
         self.cap = max(1, cap)
         self.floor = max(1, min(floor, self.cap))
+        self.limited = False                     # a cluster's cap is in force (``limit``)
         self.window = window                     # bytes one connection keeps in flight
         self.n = self._clamp(start)
         self.phase = "start"
@@ -182,7 +183,16 @@ class OnlineSearch:
 
     def _clamp(self, n: float) -> int:
         n = max(self.floor, min(self.cap, int(n)))
-        return self.realize(n) if self.realize is not None else n
+        if self.realize is None:
+            return n
+        got = self.realize(n)
+        while self.limited and got > self.cap and n > 1:
+            # under a cluster's cap (``limit``) the shape's rounding must not take it over: the
+            # engine's gate holds only the per-origin cap (which rounding may pass by a few: the
+            # gate holds the extra lanes back)
+            n -= 1
+            got = self.realize(n)
+        return got
 
     def cannot_shrink(self, n: int, goodput: float) -> bool:
         """Would ``shrink`` × n connections fall short of ``goodput`` even with every window full?
@@ -263,6 +273,24 @@ class OnlineSearch:
     def queued(self, rtt: float) -> bool:
         """Is this window's RTT well above the path's own (a queue at the bottleneck)?"""
         return self.base_rtt is not None and rtt > self.base_rtt * (1 + self.k.queue)
+
+    def limit(self, now: float, cap: int, why: str, *, strict: bool = True) -> Step | None:
+        """A new most connections (a cluster's parent caps each node, ``cluster.conduct``): above
+        it, straight down to it (``strict``: no rounding of the partitions' shape takes it over),
+        held there and measured afresh; a cap raised lets the search climb again from where it
+        is."""
+        self.cap = max(1, cap)
+        self.floor = min(self.floor, self.cap)
+        self.limited = strict
+        if self.n <= self.cap or self._clamp(self.cap) >= self.n:
+            return None   # (under it already, or as few as the partitions can hold)
+        g = self.ref or 0.0
+        self._shedding, self._probing = False, False
+        self.best, self.ref = None, None
+        step = self._move(now, self.cap, g, self.base_rtt or self.k.default_rtt, why, phase="hold")
+        if step is not None:
+            step.drain = True   # (the lanes shed finish what they hold: nothing is judged on them)
+        return step
 
     # ---- the phases ----------------------------------------------------------------------
     def _decide(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
@@ -475,11 +503,22 @@ class OnlineTuner(Tuner):
         self.min_rate = min_rate
         self.name = base.name
         self.needs_facts = base.needs_facts
+        self.limit_: int | None = None       # a cluster's cap on this node's connections (``limit``)
+        self.pending_limit_: tuple[int | None, str] | None = None
 
     def get_params(self) -> dict:
         out = super().get_params()
         out["base"] = self.base.get_params()
         return out
+
+    def limit(self, cap: int | None, why: str) -> bool:
+        """At most ``cap`` connections in all from the next update on (None: the tuner's own cap
+        again), as a cluster's parent asks of each node (``cluster.conduct``). False when there is
+        nothing to limit: no search runs (the user fixed cc and p, or ``--no-online``)."""
+        if not self.searching:
+            return False
+        self.pending_limit_ = (cap, why)
+        return True
 
     @property
     def searching(self) -> bool:
@@ -541,6 +580,15 @@ class OnlineTuner(Tuner):
 
     def update(self, now: float, snap: Snapshot) -> Decision | None:
         reasons: list[str] = []
+        event = step = None
+        pending = self.pending_limit_
+        if pending is not None and self.search_.phase != "off":
+            self.pending_limit_ = None
+            self.limit_ = pending[0]
+            step = self.search_.limit(now, self._cap(self.base_), pending[1], strict=self.limit_ is not None)
+            if step is not None:
+                reasons.append(step.reason)
+                event = {**step.event, "limit": self.limit_}
         decision = self.base.update(now, snap)
         if decision is not None:
             before = total_lanes({n: p for n, p in self.base_.items() if p.cc > 0})
@@ -553,8 +601,7 @@ class OnlineTuner(Tuner):
                 self.search_ = OnlineSearch(after, cap=self.search_.cap, window=self.search_.window,
                                             constants=self.constants, floor_rate=self.min_rate,
                                             realize=self._realize)
-        event = step = None
-        if self.search_.phase != "off":
+        if self.search_.phase != "off" and step is None:
             left = bytes_left = None
             if snap.bytes_total is not None:
                 bytes_left = max(0, snap.bytes_total - snap.bytes_resumed - snap.bytes)
@@ -592,8 +639,10 @@ class OnlineTuner(Tuner):
         return max(1, total_lanes({k: p for k, p in self._shape(n).items() if p.cc > 0}))
 
     def _cap(self, params: Mapping[str, Params]) -> int:
-        """Total connections such that no origin gets more than ``cap``."""
-        return max(1, math.floor(self.cap / busiest_share(params)))
+        """Total connections such that no origin gets more than ``cap`` (and no more than the
+        ``limit`` in force)."""
+        cap = max(1, math.floor(self.cap / busiest_share(params)))
+        return cap if self.limit_ is None else max(1, min(cap, self.limit_))
 
     def _all_fixed(self) -> bool:
         return self.fixed.cc is not None and self.fixed.p is not None

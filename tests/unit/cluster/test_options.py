@@ -35,3 +35,12 @@ def test_cluster_and_workers_together_or_with_dry_run_are_usage_errors():
 def test_credentials_in_the_given_values_never_reach_the_history_record():
     plan = plan_of(cluster="tcp://a:1", header=["Authorization: Bearer s3cret"])
     assert "s3cret" not in repr(plan) and "s3cret" not in repr(plan.record())
+
+
+def test_the_parent_caps_nodes_only_where_their_tuners_search_connections():
+    from dtune.cluster.run import conducted
+    assert conducted(plan_of(workers=3))
+    assert conducted(plan_of(workers=3, cc=4))                       # p is still searched
+    assert not conducted(plan_of(workers=3, cc=4, parallelism=2))              # the user's values stay
+    assert not conducted(plan_of(workers=3, online=False))
+    assert not conducted(plan_of(workers=3, limit_rate="5M"))

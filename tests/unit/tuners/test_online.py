@@ -417,3 +417,70 @@ def test_with_cc_and_p_fixed_nothing_is_searched():
     assert (plan.params["all"].cc, plan.params["all"].p) == (2, 3) and "online" not in tuner.label
     snap = snapshot(1.0, 1000, 10**9, plan.params)
     assert all(tuner.update(0.1 * i, snap) is None for i in range(1, 50))
+
+
+# ---- a cluster's cap on a node (``limit``) --------------------------------------------------------
+def test_a_limit_below_the_searched_count_moves_there_at_once_and_the_search_stays_under_it():
+    search = OnlineSearch(12, cap=64, window=WINDOW)
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    run(search, path, 4.0)
+    assert search.n > 12                                   # window-limited at 40 ms: it climbed
+    step = search.limit(4.0, 6, "cluster: capped")
+    assert step is not None and step.n == search.n == 6 and step.drain and "cluster: capped" in step.reason
+    assert step.event["from"] > 6 and step.event["to"] == 6
+    _, steps = run(search, path, 20.0)                     # (the run's clock restarts: a new path to it)
+    assert search.n <= 6 and all(s.n <= 6 for _, s in steps)
+    assert search.limit(30.0, 40, "cluster: lifted") is None and search.cap == 40   # raised: no move now
+
+
+def test_the_tuner_takes_a_limit_at_its_next_update_and_says_why():
+    tuner = OnlineTuner(HeuristicTuner("promc"))
+    plan = tuner.plan([1 << 30], FACTS)
+    start = total_lanes(plan.params)
+    assert start > 4
+    assert tuner.limit(4, "cluster: 3 nodes share the link") is True
+    d = tuner.update(0.1, snapshot(0.1, 1000, 1 << 30, plan.params))
+    assert d is not None and total_lanes(d.params) <= 4 and d.drain
+    assert "cluster: 3 nodes share the link" in d.reason and d.event["limit"] == 4
+    path = SimPath(lambda t: GBIT, lambda t: 0.040)
+    sent, t = 0.0, 0.1
+    params = d.params
+    while t < 15.0:
+        t += TICK
+        sent += path.goodput(total_lanes(params), t, total_lanes(params), 10.0) * TICK
+        d = tuner.update(t, snapshot(t, int(sent), 1 << 40, params))
+        if d is not None:
+            params = d.params
+        assert total_lanes(params) <= 4
+    assert tuner.limit(None, "cluster: lifted")
+    tuner.update(t + TICK, snapshot(t, int(sent), 1 << 40, params))
+    assert tuner.limit_ is None and tuner.search_.cap == tuner._cap(tuner.base_) > 4
+
+
+def test_a_limit_is_refused_where_nothing_is_searched():
+    fixed = OnlineTuner(StaticTuner(fixed={"cc": 2, "p": 3}), fixed={"cc": 2, "p": 3})
+    fixed.plan([300_000_000] * 4, FACTS)
+    assert fixed.limit(1, "cluster") is False
+    paper = OnlineTuner(HeuristicTuner("promc"), search=False)
+    paper.plan([300_000_000] * 4, FACTS)
+    assert paper.limit(1, "cluster") is False
+    assert HeuristicTuner("promc").limit(1, "cluster") is False
+
+
+def test_under_a_limit_the_partitions_shape_never_rounds_over_it():
+    # a mixed shard: ProMC's small and large partitions; the shape's rounding and floors gave
+    # 11 connections for a limit of 8 (measured on three nodes behind one link)
+    sizes = [200_000] * 40 + [60 << 20] * 12
+    tuner = OnlineTuner(HeuristicTuner("promc"))
+    plan = tuner.plan(sizes, FACTS)
+    params = plan.params
+    assert total_lanes(params) > 8
+    for limit in (8, 5, 3):
+        tuner.limit(limit, "cluster")
+        d = tuner.update(1.0, snapshot(1.0, 1000, 1 << 40, params))
+        if d is not None:
+            params = d.params
+        assert total_lanes(params) <= max(limit, len([p for p in params.values() if p.cc > 0]))
+    tuner.limit(None, "cluster: lifted")
+    tuner.update(2.0, snapshot(2.0, 2000, 1 << 40, params))
+    assert not tuner.search_.limited

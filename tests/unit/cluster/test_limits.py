@@ -1,0 +1,95 @@
+"""The nodes' caps between the parent and the workers: ``Session`` feeding its conductor from the
+nodes' progress and sending what it decides (a stand-in client records the calls), and the
+worker's side of ``set_limit`` (plain functions of the worker process)."""
+
+from __future__ import annotations
+
+from dtune.cluster import worker
+from dtune.cluster.conduct import Conductor
+from dtune.cluster.run import Aggregate, Session
+from dtune.commands.getopts import OPTIONS, build_plan
+from dtune.config import resolve
+
+NODES = ["tcp://127.0.0.1:4001", "tcp://127.0.0.1:4002"]
+
+
+class Recorder:
+    """What ``Session._conduct`` asks of a Dask client: ``run`` on named workers."""
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def run(self, fn, *args, workers, on_error):  # noqa: ANN001
+        assert on_error == "ignore"   # (a worker gone must not stop the transfer)
+        self.calls.append((fn, args, tuple(workers)))
+
+
+def session(events: list) -> Session:
+    plan = build_plan(["http://127.0.0.1:1/d/"], "out",
+                      resolve(OPTIONS, given={"workers": 2}, given_origin="argument", environ={},
+                              use_config=False), environ={})
+    s = Session(plan, [], [], events.append, Aggregate(None, 0))
+    s.conductor = Conductor(NODES, share=32)
+    return s
+
+
+def progress(node: str, t: float, nbytes: int, connections: int) -> tuple:
+    return (0.0, {"event": "node_progress", "node": node, "shard": 0, "t": t, "bytes": nbytes,
+                  "connections": connections, "rate_mbps": 0.0})
+
+
+def test_the_session_caps_nodes_that_share_a_bottleneck_and_tells_each_its_own(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr("dtune.cluster.run.time.monotonic", lambda: clock[0])
+    events: list = []
+    s, client = session(events), Recorder()
+    sent = dict.fromkeys(NODES, 0)
+    for second in range(1, 30):
+        conns = 2 if second <= 8 else 16          # the nodes climb; the aggregate stays at 200 Mbit/s
+        for tenth in range(10):
+            clock[0] = second - 1 + (tenth + 1) / 10
+            if tenth == 9:
+                for node in NODES:
+                    sent[node] += 12_500_000
+                    s._heard(progress(node, float(second), sent[node], conns))
+            s._conduct(client)
+        if client.calls:
+            break
+    assert [c[2] for c in client.calls] == [(NODES[0],), (NODES[1],)]
+    assert all(c[0] is worker.set_limit and c[1][:2] == (s.topic, 1) for c in client.calls)
+    assert sorted(c[1][2] for c in client.calls) == [2, 3]            # 1.25 × the 4 that gave it all
+    tuning = [e for e in events if e["event"] == "cluster_tuning"]
+    assert len(tuning) == 1 and sorted(tuning[0]["caps"].values()) == [2, 3] and tuning[0]["total"] == 5
+    assert "32 connections on 2 nodes give 200 Mbit/s" in tuning[0]["reason"]
+    assert sum(e["event"] == "node_progress" for e in events) >= 2 * 10   # every report still goes out
+
+
+def test_a_report_without_its_numbers_is_passed_on_and_teaches_nothing():
+    events: list = []
+    s = session(events)
+    s._heard((0.0, {"event": "node_progress", "node": NODES[0], "shard": "x", "t": None}))
+    s._heard((0.0, {"event": "node_progress", "node": NODES[0]}))
+    assert len(events) == 2 and s.conductor.nodes[NODES[0]].seen == {}
+
+
+def test_a_worker_hands_the_latest_cap_once_to_each_shard_shared_among_those_running():
+    topic = "dtune-test-limits"
+    try:
+        first, second = worker.limit_reader(topic), worker.limit_reader(topic)
+        assert first() is None
+        worker.set_limit(topic, 1, 8, "capped")
+        worker._RUNNING[topic] = 2
+        assert first() == (4, "capped") and first() is None           # once, half each: two shards run
+        assert second() == (4, "capped")
+        worker.set_limit(topic, 0, 1, "stale")                          # an older move: ignored
+        assert first() is None
+        worker.set_limit(topic, 2, None, "lifted")
+        assert first() == (None, "lifted")
+        late = worker.limit_reader(topic)                               # a shard that starts later
+        assert late() == (None, "lifted")
+        worker.forget_limit(topic)                                      # the transfer ended
+        assert worker.limit_reader(topic)() is None and topic not in worker._LIMITS
+    finally:
+        worker._LIMITS.pop(topic, None)
+        worker._RUNNING.pop(topic, None)
+
