@@ -29,7 +29,7 @@ from dtune.accounting import OriginView, Snapshot
 from dtune.cluster import marker as markers
 from dtune.cluster import pieces as split
 from dtune.cluster.conduct import Conductor
-from dtune.cluster.shard import cap_share, pack, pieces_of
+from dtune.cluster.shard import cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.journal import JOURNAL_SUFFIX
@@ -222,27 +222,43 @@ class Session:
                    "reason": [TUNER_NOTE]})
         tasks = [self.task(shard, cap, path, token) for shard in shards]
         client.subscribe_topic(self.topic, self._heard)
-        # One shard per worker out at a time: the next goes out when one is done, so that it runs
-        # on the node that is free. (All at once, Dask sends each worker two to hold: a node at
-        # half the rate then kept a third of the data, and the shards' queue balanced nothing.)
+        # One shard per worker out at a time, each placed on a node (``shard.place``): the next goes
+        # out when a node is free and no busy node would finish it sooner. (All at once, Dask sends
+        # each worker two to hold: a node at half the rate then kept a third of the data, and the
+        # shards' queue balanced nothing.)
         waiting = list(tasks)
         pending: list = []   # submitted, not done
         futures: list = []   # every one submitted (cancelled at the end)
+        free = list(workers)
+        running: dict[str, dict] = {}   # node → the task placed on it
+        placed: dict[str, str] = {}     # future key → node
 
-        def submit() -> None:
-            t = waiting.pop(0)
-            future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}")
+        def submit(i: int, node: str) -> None:
+            t = waiting.pop(i)
+            future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}",
+                                   workers=[node], allow_other_workers=True)
             futures.append(future)
             pending.append(future)
+            free.remove(node)
+            running[node], placed[future.key] = t, node
 
+        def place_next() -> None:
+            if not waiting or not free:
+                return
+            plan = place([t["bytes"] for t in waiting], free,
+                         {n: self._left(n, t) for n, t in running.items()}, self._rates(results, running))
+            for i in sorted(plan, reverse=True):
+                submit(i, plan[i])
+
+        results: list[dict] = []
         try:
             self.watch.latest = time.monotonic()
-            while waiting and len(pending) < nodes:
-                submit()
-            results = []
+            place_next()
             for future in self._completed(client, pending):
-                if waiting:
-                    submit()
+                node = placed.pop(future.key, None)
+                if node is not None:
+                    running.pop(node, None)
+                    free.append(node)
                 if future.status == "error":
                     exc = future.exception()
                     raise exc if isinstance(exc, DtuneError) else DtuneError(
@@ -254,6 +270,7 @@ class Session:
                     self.watch.finished(r["shard"])
                 self.aggregate.finished.add((r["node"], r["shard"]))
                 results.append(r)
+                place_next()
         finally:
             try:
                 client.cancel(futures)
@@ -306,6 +323,26 @@ class Session:
         raise DtuneError(f"cluster {self.address}: {late.reason}; stopped: the same command resumes "
                          f"what the workers journalled")
 
+    def _left(self, node: str, task: dict) -> float:
+        """Bytes the shard running on ``node`` has still to fetch (its latest report)."""
+        e = self.aggregate.latest.get((node, task["shard"]))
+        return max(0.0, task["bytes"] - (e.get("bytes", 0) + e.get("bytes_resumed", 0) if e else 0))
+
+    def _rates(self, results: list[dict], running: dict[str, dict]) -> dict[str, float]:
+        """Each node's rate (bytes/s): its finished shards, and the one it runs so far."""
+        moved: dict[str, list[float]] = {}
+        for r in results:
+            acc = moved.setdefault(r["node"], [0.0, 0.0])
+            acc[0] += r["bytes"]
+            acc[1] += r["seconds"]
+        for node, task in running.items():
+            e = self.aggregate.latest.get((node, task["shard"]))
+            if e and e.get("t"):
+                acc = moved.setdefault(node, [0.0, 0.0])
+                acc[0] += e.get("bytes", 0)
+                acc[1] += e["t"]
+        return {n: b / s for n, (b, s) in moved.items() if s > 0 and b > 0}
+
     def _conduct(self, client) -> None:  # noqa: ANN001
         """The conductor's window, when one is due; new caps go to the nodes (``worker.set_limit``)."""
         from dtune.cluster.worker import set_limit
@@ -332,7 +369,8 @@ class Session:
                 spec = _with_piece(spec, Piece(u.start, u.end, split.tag(u.start, u.end)))
             specs.append(spec)
             paths.append(str(self.paths[u.index]))
-        return {"shard": shard.id, "specs": specs, "paths": paths, "outdir": os.path.abspath(self.plan.outdir),
+        return {"shard": shard.id, "bytes": shard.bytes, "specs": specs, "paths": paths,
+                "outdir": os.path.abspath(self.plan.outdir),
                 "given": self.plan.given, "cap": cap, "marker": path, "token": token, "topic": self.topic,
                 "note": TUNER_NOTE}
 

@@ -102,3 +102,40 @@ def pieces_of(shards: list[ShardPlan]) -> dict[int, list[tuple[int, int, int]]]:
 def cap_share(cap: int, nodes: int) -> int:
     """Connections to one origin each node may open so that all nodes together stay within ``cap``."""
     return max(1, cap // max(1, nodes))
+
+
+def place(waiting: list[int], free: list[str], busy: dict[str, float], rates: dict[str, float], *,
+          margin: float = 0.1) -> dict[str, int]:
+    """Which of the ``waiting`` shards (their bytes, in queue order) each ``free`` node should take
+    now: position in ``waiting`` → node. Pure.
+
+    Every waiting shard goes, in order, to the node that would finish it first: a free node can
+    start at once, a busy one once its current shard is done (``busy``: its bytes left); a node
+    takes a shard in ``rates[node]`` (bytes/s; a node not yet measured counts at the mean of the
+    measured, and with none measured every node is alike). A free node that gets nothing in that
+    plan waits: a faster node, busy now, will finish the shard sooner (a node at half the rate of
+    the others, given the last shard as the others finished theirs, held the end by 6 s). A busy
+    node is preferred only when it finishes sooner by more than ``margin`` (rates are estimates).
+    """
+    known = [r for r in rates.values() if r > 0]
+    default = sum(known) / len(known) if known else 1.0
+    nodes = {n: 0.0 for n in free}
+    for n, left in busy.items():
+        nodes.setdefault(n, left / (rates.get(n) or default))
+    out: dict[str, int] = {}
+    for i, size in enumerate(waiting):
+        if not nodes:
+            break
+        finish = {n: at + size / (rates.get(n) or default) for n, at in nodes.items()}
+        # earliest finish; among equals, a free node first (it starts now), then by name
+        best = min(nodes, key=lambda n: (finish[n], n not in free, n))
+        idle = [n for n in free if n not in out.values()]
+        if best not in free and idle:
+            first = min(idle, key=lambda n: (finish[n], n))
+            if finish[first] <= (1 + margin) * finish[best]:
+                best = first
+        if best in free and best not in out.values():
+            out[i] = best
+            free = [n for n in free if n != best]
+        nodes[best] += size / (rates.get(best) or default)
+    return out

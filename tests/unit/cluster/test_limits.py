@@ -93,3 +93,17 @@ def test_a_worker_hands_the_latest_cap_once_to_each_shard_shared_among_those_run
         worker._LIMITS.pop(topic, None)
         worker._RUNNING.pop(topic, None)
 
+
+
+def test_the_session_reads_each_nodes_rate_and_what_its_running_shard_has_left():
+    s = session([])
+    s.aggregate.event({"event": "node_progress", "node": NODES[0], "shard": 4, "t": 2.0, "bytes": 30_000_000,
+                       "bytes_resumed": 10_000_000})
+    s.aggregate.event({"event": "node_progress", "node": NODES[1], "shard": 5, "t": 0.0, "bytes": 0})
+    running = {NODES[0]: {"shard": 4, "bytes": 100_000_000}, NODES[1]: {"shard": 5, "bytes": 50_000_000}}
+    assert s._left(NODES[0], running[NODES[0]]) == 60_000_000      # (what resumed from a journal is in)
+    assert s._left(NODES[1], running[NODES[1]]) == 50_000_000
+    assert s._left(NODES[1], {"shard": 9, "bytes": 7}) == 7          # no report yet
+    done = [{"node": NODES[1], "bytes": 40_000_000, "seconds": 4.0}]
+    assert s._rates(done, running) == {NODES[0]: 15_000_000, NODES[1]: 10_000_000}
+    assert s._rates([], {}) == {}

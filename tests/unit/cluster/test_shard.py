@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dtune.cluster.shard import MIB, Unit, cap_share, pack, pieces_of, split_points
+from dtune.cluster.shard import MIB, Unit, cap_share, pack, pieces_of, place, split_points
 
 
 def coverage(shards, sizes):
@@ -109,3 +109,37 @@ def test_mixed_dataset_balances_within_one_largest_unit(nodes):
     loads = [s.bytes for s in shards]
     assert max(loads) - min(loads) <= largest
     assert Unit(0).bytes(sizes) == sizes[0]
+
+
+# ---- placing the next shards on the nodes that finish them first (``place``) ----------------------
+def test_with_no_rates_known_every_free_node_takes_the_next_shard_in_order():
+    assert place([10, 10, 10], ["a", "b"], {}, {}) == {0: "a", 1: "b"}
+    assert place([10], ["b"], {"a": 5}, {}) == {0: "b"}     # (a busy node is behind any free one)
+    assert place([], ["a"], {}, {}) == {}
+
+
+def test_a_slow_free_node_leaves_the_last_shard_to_a_fast_node_that_finishes_it_sooner():
+    rates = {"fast1": 25e6, "fast2": 25e6, "slow": 12.5e6}
+    # the slow node is free; fast2 has 2 MB left: it would finish a 100 MB shard at 4.1 s, the slow one at 8 s
+    assert place([100e6], ["slow"], {"fast1": 50e6, "fast2": 2e6}, rates) == {}
+    # two waiting: fast2 ends the first at 4.1 s, fast1 the second at 6 s, before the slow one's 8 s
+    assert place([100e6, 100e6], ["slow"], {"fast1": 50e6, "fast2": 2e6}, rates) == {}
+    # a third: fast2 would end it at 8.1 s, the slow node at 8 s: it takes that one
+    assert place([100e6, 100e6, 100e6], ["slow"], {"fast1": 50e6, "fast2": 2e6}, rates) == {2: "slow"}
+    # once a fast node is free it takes it
+    assert place([100e6], ["slow", "fast2"], {"fast1": 50e6}, rates) == {0: "fast2"}
+    # a busy fast node with too much left: the slow node starts it now
+    assert place([10e6], ["slow"], {"fast1": 90e6, "fast2": 90e6}, rates) == {0: "slow"}
+
+
+def test_a_node_not_yet_measured_counts_at_the_mean_of_the_measured():
+    rates = {"a": 10e6, "b": 30e6}
+    assert place([40e6], ["c"], {"a": 0.0, "b": 60e6}, rates) == {0: "c"}   # c: 2 s, a: 4 s, b: 3.3 s
+    assert place([40e6], ["a"], {"b": 0.0}, rates) == {}                     # b: 1.3 s, a: 4 s
+
+
+def test_a_busy_node_must_finish_sooner_by_the_margin_for_a_free_one_to_wait():
+    rates = {"a": 10e6, "b": 10.5e6}
+    # b would finish a 100 MB shard at 0.1 + 9.5 s, a at 10 s: within 10 %, so a takes it now
+    assert place([100e6], ["a"], {"b": 1e6}, rates) == {0: "a"}
+    assert place([100e6], ["a"], {"b": 1e6}, rates, margin=0.0) == {}
