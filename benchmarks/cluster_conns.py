@@ -4,10 +4,11 @@
 
 Reads the NDJSON of ``dtune get --cluster/--workers --json`` (``dtune bench --keep-logs`` keeps
 one per run) and prints, per log: the connections all nodes held together (the latest
-``node_progress`` of every node, once a second: median and peak), the aggregate rate from the
-nodes' own byte counts, the nodes' online steps, and every ``cluster_tuning`` event (the
-parent's caps on the nodes, docs/cluster.md). ``--csv`` writes one row per log and second,
-``--plot`` draws the total connections and the aggregate rate against time.
+``node_progress`` of every node, once a second: median and peak), those with requests in flight
+(``connections_busy``), the aggregate rate from the nodes' own reports, the nodes' online
+steps, and every ``cluster_tuning`` event (the parent's caps on the nodes, docs/cluster.md).
+``--csv`` writes one row per log and second, ``--plot`` draws the total connections and the
+aggregate rate against time.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def read(path: Path) -> dict:
             now = e["t"]
             fresh = [n for t, n in latest.values() if now - t <= 2.0]   # (a node between shards: none)
             rows.append((round(now, 1), sum(n.get("connections", 0) for n in fresh),
-                         round(sum(n.get("rate_mbps", 0.0) for n in fresh), 1), sum(moved.values())))
+                         round(sum(n.get("rate_mbps", 0.0) for n in fresh), 1), sum(moved.values()),
+                         sum(n.get("connections_busy") or 0 for n in fresh)))
         elif kind == "cluster_tuning":
             tuning.append((rows[-1][0] if rows else 0.0, e))
         elif kind == "online":
@@ -59,22 +61,24 @@ def main() -> None:
     ap.add_argument("--plot", type=Path, help="PNG: total connections and aggregate rate against time")
     args = ap.parse_args()
     runs = {p: read(p) for p in args.logs}
-    print("| log | seconds | connections median | peak | aggregate Mbit/s (median) | online steps | caps |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print("| log | seconds | connections median | peak | busy median | aggregate Mbit/s (median) | online steps "
+          "| caps |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for p, r in runs.items():
         rows = [row for row in r["rows"] if row[1] > 0]
         conns = [row[1] for row in rows] or [0]
         rates = [row[2] for row in rows] or [0.0]
         caps = "; ".join(f"{t:.0f} s: " + ("lifted" if e.get("lifted") else f"{e.get('total')} in all")
                          for t, e in r["tuning"]) or "none"
+        busy = [row[4] for row in rows] or [0]
         print(f"| {label(p)} | {rows[-1][0] if rows else 0:.0f} | {statistics.median(conns):.0f} | {max(conns)} | "
-              f"{statistics.median(rates):.0f} | {r['steps']} | {caps} |")
+              f"{statistics.median(busy):.0f} | {statistics.median(rates):.0f} | {r['steps']} | {caps} |")
         for t, e in r["tuning"]:
             print(f"    {t:6.1f} s  {e.get('reason')}")
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["log", "t", "connections", "aggregate_mbps", "bytes"])
+            w.writerow(["log", "t", "connections", "aggregate_mbps", "bytes", "connections_busy"])
             for p, r in runs.items():
                 for row in r["rows"]:
                     w.writerow([label(p), *row])

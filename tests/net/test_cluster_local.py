@@ -83,6 +83,8 @@ def test_a_mixed_tree_with_three_local_workers_is_byte_exact_with_a_summary_per_
     worker_events = [e for e in outcome.events if e["event"] in ("start", "piece_done", "tuning")]
     assert worker_events and all(e["node"] in cluster["workers"] for e in worker_events)
     assert len(outcome.of("piece_done")) >= 2  # the big file came in pieces from several shards
+    reports = outcome.of("node_progress")     # what the parent's conductor reads (docs/cluster.md)
+    assert reports and all(0 <= r["connections_busy"] <= r["connections"] for r in reports)
     done = {e["file"] for e in outcome.of("file_done")}
     assert done == set(TREE)
     again = run_get(env, [nginx_tree.base + "/d/"], out, "--workers", "3", timeout=180)

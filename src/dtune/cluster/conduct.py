@@ -96,6 +96,8 @@ class Conductor:
         self.base_rtt = math.inf                     # s, the least RTT any node reported
         self.armed = True
         self.least: int | None = None                # the fewest the nodes could go to (their floors)
+        self.total = 0                               # connections in all under the caps in force
+        self._among: set[str] = set()                # the nodes at work the total is shared among
         self._start: float | None = None
         self._settle_until = -math.inf
         self._excess = self._queued = self._off = self._loss = self._stuck = 0
@@ -132,9 +134,35 @@ class Conductor:
         rtts = [statistics.median(s.rtts) for s in active.values() if s.rtts]
         for s in self.nodes.values():
             s.moved, s.seconds, s.connections, s.rtts = 0.0, 0.0, [], []
+        if self.caps is not None:
+            moved = self._reshare(rates)
+            if moved is not None:
+                return moved
         if len(active) < 2 or now < self._settle_until:
             return None   # (one node alone has no one to fight; a window in a settle does not count)
         return self._judge(sum(rates.values()), conns, rates, statistics.median(rtts) if rtts else None)
+
+    def _reshare(self, rates: dict[str, float]) -> Caps | None:
+        """The total in force shared out again when the nodes at work are others than those it was
+        shared among (a node done with its shards leaves its part to those still at work: capped
+        at its old part, the last node's tail ran 8 s instead of 4). A lone node is not capped."""
+        assert self.caps is not None
+        working = set(rates)
+        if working == self._among:
+            return None
+        self._among = working
+        if len(working) < 2:
+            return self._lift(f"cluster: {len(working)} node at work", disarm=False, keep=True)
+        caps = split_caps(self.total, rates, self.share)
+        for node in self.nodes:
+            caps.setdefault(node, self.share)
+        if caps == self.caps:
+            return None
+        self.caps = caps
+        if self.good is not None:
+            self.good = dict(caps)
+        return Caps(dict(caps), f"cluster: {self.total} in all shared again over {len(working)} nodes at work",
+                    {"rule": "reshare", "total": self.total})
 
     # ---- the judgement -----------------------------------------------------------------------
     def _judge(self, agg: float, conns: int, rates: dict[str, float], rtt: float | None) -> Caps | None:
@@ -234,20 +262,22 @@ class Conductor:
             return self._lift(why, disarm=True)
         self.phase, self.ref = "hold", before
         self.caps = dict(self.good)
+        self.total = sum(v for n, v in self.good.items() if n in self._among) or self.total
         self._settle_until = (self._start or 0.0) + k.settle
         return Caps(dict(self.good), why + f": back to {sum(self.good.values())} in all",
                     {"rule": "queue", "back": True, "total": sum(self.good.values())})
 
     def _set(self, caps: dict[str, int], phase: str, before: float, why: str, event: dict) -> Caps:
+        self.total, self._among = sum(caps.values()), set(caps)
         for node in self.nodes:
             caps.setdefault(node, self.share)   # (a node not transferring now keeps its share)
         self.caps, self.phase, self.before, self._loss = caps, phase, before, 0
         self._settle_until = (self._start or 0.0) + self.k.settle
         return Caps(dict(caps), why, event)
 
-    def _lift(self, why: str, *, disarm: bool) -> Caps:
+    def _lift(self, why: str, *, disarm: bool, keep: bool = False) -> Caps:
         self.caps, self.good, self.before, self._loss, self.phase = None, None, None, 0, "watch"
-        self.armed = not disarm
+        self.armed = self.armed if keep else not disarm
         self._settle_until = (self._start or 0.0) + self.k.settle
         return Caps({n: self.share for n in self.nodes}, why + ": caps lifted", {"lifted": True})
 

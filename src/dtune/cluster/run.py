@@ -382,8 +382,9 @@ class Session:
             if self.conductor is not None and e.get("event") == "node_progress":
                 try:
                     live, first = e.get("rtt_live_ms"), e.get("rtt_ms")
+                    busy = e.get("connections_busy")
                     self.conductor.report(now, str(e["node"]), int(e["shard"]), float(e["t"]), int(e["bytes"]),
-                                          int(e.get("connections") or 0),
+                                          int((e.get("connections") if busy is None else busy) or 0),
                                           None if live is None else float(live) / 1000,
                                           None if first is None else float(first) / 1000)
                 except (KeyError, TypeError, ValueError):

@@ -128,7 +128,10 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
 
     def progress(snap) -> None:  # noqa: ANN001
         # (committing: the parent's watch (``watch``) counts a file being verified as progress)
-        send({**progress_event(snap), "event": "node_progress",
+        # connections with requests in flight: a lane whose partition has no work left keeps its
+        # connection open (idle); the parent's conductor judges the busy ones
+        busy = sum(1 for lane in engines[0].lanes() if lane.conn is not None and lane.outstanding) if engines else None
+        send({**progress_event(snap), "event": "node_progress", "connections_busy": busy,
               "rtt_live_ms": None if snap.rtt_live is None else round(snap.rtt_live * 1000, 2),
               "committing": bool(engines) and engines[0].committing})
 

@@ -279,9 +279,14 @@ class OnlineSearch:
         it, straight down to it (``strict``: no rounding of the partitions' shape takes it over),
         held there and measured afresh; a cap raised lets the search climb again from where it
         is."""
-        self.cap = max(1, cap)
+        old, self.cap = self.cap, max(1, cap)
         self.floor = min(self.floor, self.cap)
         self.limited = strict
+        if self.n <= self.cap and self.cap > old and self.n >= old and self.ref:
+            # held at the old cap, now raised (the other nodes are done): climb at once, not at
+            # the next re-probe (the last node at work ran on 1 connection for 4 s)
+            self.best, self._probing = (self.n, self.ref), False
+            return self._up(now, self.ref, self.base_rtt or self.k.default_rtt, why)
         if self.n <= self.cap or self._clamp(self.cap) >= self.n:
             return None   # (under it already, or as few as the partitions can hold)
         g = self.ref or 0.0

@@ -186,3 +186,18 @@ def test_nodes_that_cannot_come_down_to_their_caps_are_not_probed_again_and_agai
     link.run(80)
     assert [m.event.get("total") for _, m in link.moves] == [31, 21]   # 45 → 31 (30 held) → 21: stuck
     assert link.c.least == 30 and link.c.phase == "hold" and link.c.caps is not None
+
+
+def test_a_node_done_with_its_shards_leaves_its_part_of_the_total_to_those_at_work():
+    link = SharedLink(Conductor(NODES, share=21), rate=lambda c: 300.0 if c >= 6 else 50.0 * c, fill=6)
+    link.run(20)
+    assert link.c.caps is not None
+    at_work = {n: 100.0 for n in NODES[:2]}          # node 3 has finished: it reports no more
+    feed = Feed(link.c)
+    feed.t, feed.sent = link.t, dict(link.sent)
+    feed.run(4, at_work, dict.fromkeys(NODES[:2], 4))
+    reshared = [m for _, m in feed.moves if m.event.get("rule") == "reshare"]
+    assert reshared and sum(reshared[0].caps[n] for n in NODES[:2]) == reshared[0].event["total"] >= 2
+    assert "shared again over 2 nodes at work" in reshared[0].reason
+    feed.run(4, {NODES[0]: 100.0}, {NODES[0]: 4})    # the last node alone: no one to share with
+    assert feed.moves[-1][1].event == {"lifted": True} and link.c.caps is None

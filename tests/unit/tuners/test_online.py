@@ -430,7 +430,9 @@ def test_a_limit_below_the_searched_count_moves_there_at_once_and_the_search_sta
     assert step.event["from"] > 6 and step.event["to"] == 6
     _, steps = run(search, path, 20.0)                     # (the run's clock restarts: a new path to it)
     assert search.n <= 6 and all(s.n <= 6 for _, s in steps)
-    assert search.limit(30.0, 40, "cluster: lifted") is None and search.cap == 40   # raised: no move now
+    up = search.limit(30.0, 40, "cluster: lifted")      # raised while held at the old cap: climb now
+    assert up is not None and up.n == 12 and search.cap == 40 and "cluster: lifted" in up.reason
+    assert search.limit(31.0, 64, "cluster: lifted") is None  # (not held at the cap: the search goes on)
 
 
 def test_the_tuner_takes_a_limit_at_its_next_update_and_says_why():
