@@ -6,14 +6,15 @@ server's link, or the site's uplink), each node judges a step by what it alone g
 misleads it both ways. A node that sheds connections loses rate to the others, which take up
 what it freed: its shed looks like a loss, and it goes back up, though the aggregate lost
 nothing. A node that adds connections gains by taking rate from the others. Measured on three
-nodes behind one 300 Mbit/s link (``scenarios/cluster3-shared.toml``): the nodes held 44
-connections where one node alone holds 16, every shed undone within seconds.
+nodes behind one 300 Mbit/s link (``scenarios/cluster3-shared.toml``, 2.8 GB): the nodes held
+36–45 connections where one node alone held 21, every shed undone within seconds.
 
 ``Conductor`` judges the nodes' connections by the aggregate instead. From what every node
-reports (bytes, open connections and the kernel's RTT, about once a second), per window of
-``window`` seconds it has C, the connections open on all nodes, A, the aggregate rate, and the
-RTT. It caps the nodes (the total shared out in proportion to their rates, each node's search
-going on below its cap) on two signs of connections that add nothing:
+reports (bytes, connections with requests in flight and the kernel's RTT, about once a second),
+per window of ``window`` seconds it has C, the busy connections on all nodes, A, the aggregate
+rate, and the RTT. It caps the nodes (the total shared out in proportion to their rates, and
+again whenever the nodes at work change; each node's search going on below its cap) on two
+signs of connections that add nothing:
 
 * **a queue** — the RTT stands ``queue`` above the path's own (the least any node has seen) for
   ``confirm`` windows: more is in flight than the bottleneck carries. The total is cut to
