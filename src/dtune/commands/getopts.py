@@ -21,7 +21,7 @@ from dtune.errors import UsageError
 from dtune.http.access import Access
 from dtune.http.message import Origin, split_url
 from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan
-from dtune.tuners.online import DEFAULT_CAP
+from dtune.tuners.online_constants import DEFAULT_CAP
 from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
 from dtune.tuners.registry import TUNERS
 from dtune.tuners.registry import help_text as tuner_help
