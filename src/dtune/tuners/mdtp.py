@@ -28,9 +28,11 @@ The rule, per round:
 Connections per replica (``lanes_for``): one connection's ceiling is its
 window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
 ceiling is window-limited and may use more connections. Each replica starts
-with enough connections to carry ``start_rate`` through its window
-(``ceil(start_rate · RTT / window)``, at least ``start_lanes``: 3 at 20–60 ms,
-18 at 520 ms); ``LaneClimber`` then doubles them while the replica's
+with enough connections to carry its share of the bandwidth through its window
+(``ceil(rate · RTT / window)``, rate at least ``start_rate``, at least
+``start_lanes``: 3–6 at 20–60 ms, 45 at 520 ms for one file), and a file with
+less than ``pipeline_windows`` windows per connection is fetched with pp 2;
+``LaneClimber`` then doubles them while the replica's
 aggregate rate keeps growing by ≥ 10 % per step, and takes the last step
 back when it does not. A step lasts at least three round trips of the
 slowest replica, so new connections are out of slow start when judged.
@@ -73,6 +75,8 @@ class MdtpConstants:
                                   # replicas4: 3 → 3.2 s, 1 → 5.7 s, 4 → 3.9 s for 210 MB
     dataset_files: int = 2        # more files than this are a dataset (see MdtpTuner.plan) …
     dataset_groups: int = 4       # … fetched by 4 groups, each with its connections to every replica
+    pipeline_windows: float = 4.0 # a single file with less than 4 windows per connection is
+                                  # fetched with pp 2 (a range lasts too few round trips to hide one)
     window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (as
                                   # HeuristicConstants.window_fraction: Linux advertises rmem × its
                                   # scaling ratio, measured 0.69 here)
@@ -307,9 +311,14 @@ class MdtpTuner(Tuner):
         rtts_s = list(facts.replica_rtt) or [facts.rtt]
         if self.static_chunks:
             start = [1] * replicas
-        else:  # enough connections for start_rate through each replica's window
-            start = [min(k.max_lanes, max(k.start_lanes, math.ceil(k.start_rate * rtts_s[min(r, len(rtts_s) - 1)]
-                                                                     / window)))
+        else:
+            # each replica starts with the connections its window needs to carry its share of
+            # the bandwidth (at least start_rate): at 20-60 ms that is 3/3/4/6 on replicas4, at
+            # 520 ms 45 each, where 18 each left MDTP slower than the fastest replica alone (64)
+            groups = k.dataset_groups if len(sizes) > k.dataset_files else 1
+            rate = max(k.start_rate, facts.bandwidth / (replicas * groups))
+            start = [min(k.max_lanes, max(k.start_lanes, math.ceil(rate * rtts_s[min(r, len(rtts_s) - 1)]
+                                                                   / window)))
                      for r in range(replicas)]
         if len(sizes) > k.dataset_files:
             # a dataset over replicas (docs/algorithms.md §3.9). pp 2 hides the
@@ -323,6 +332,13 @@ class MdtpTuner(Tuner):
             # replica), so a second one queued behind it only hoards work on one connection (the
             # 128 MiB file of replicas4: 2.6 s with pp 2, srv1 holding 75 % of the file; 2.1 s with pp 1)
             cc, pp = max(1, min(len(sizes), 2)), 1
+            # … unless the ranges must be short: with fewer than pipeline_windows windows per
+            # connection a range lasts only a round trip or two, and the round trip between one
+            # range and the next idles the connection (128 MiB over 186 connections at 520 ms:
+            # 265 KB ranges, 2 Mbit/s per connection; with pp 2 6.9 s instead of 8.2)
+            total = sum(n for n in sizes if n)
+            if not self.static_chunks and total < k.pipeline_windows * window * sum(start):
+                pp = 2
         self.params_ = apply_fixed(Params(cc=cc, p=replicas, pp=pp).spread(start), self.fixed)
         self.lanes_ = dict(enumerate(self.params_.lanes_per_replica()))
         self.climber_ = LaneClimber(k)
