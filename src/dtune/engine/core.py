@@ -372,6 +372,7 @@ class Engine(FileReports):
                 conn = lane.conn
             job.meter.requests += 1
             job.t_sent = self.now()
+            scheduler.lead(job)
             conn.send(job)
 
     def _request(self, action: Piece | Cut, lane: Lane) -> RangeJob:

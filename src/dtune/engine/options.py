@@ -102,6 +102,9 @@ class EngineOptions:
     steal_gain_rtts: float = 3.0      # … and only when the time saved is worth 3 of the thief's round trips
     steal_gain_min: float = 0.05      # … and at least 50 ms
     steal_rtt: float = 0.05           # the thief's round trip when its replica's is unknown: WAN-like
+    lead_rtts: float = 1.5            # several replicas, one range per connection: the next range is
+                                      # asked for when this one has 1.5 round trips left …
+    lead_share: float = 0.5           # … on a replica at least half as fast per connection as the fastest
     backlog_seconds: float = 3.0      # one replica: a lane whose ranges (the one it reads and those
                                       # pipelined behind) would take longer than this at its own rate,
                                       # and longer than twice what the whole transfer has left, gives

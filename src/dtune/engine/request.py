@@ -52,6 +52,9 @@ REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 ReportSink = Callable[["RangeJob", Report], None]
 
 
+NEVER = 1 << 62   # a byte position no file reaches
+
+
 class RangeJob:
     """One request for bytes [start, end) of a file (or the whole file).
 
@@ -64,7 +67,7 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body", "conditional", "limiter", "if_range")
+                 "small_body", "conditional", "limiter", "if_range", "lead_at", "leading")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
                  report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT,
@@ -95,6 +98,8 @@ class RangeJob:
         self.url = rep.url
         self.t_sent = 0.0
         self.cut = False          # end was moved earlier (the endgame): stop there, drop the connection
+        self.lead_at = NEVER      # from this byte on, the lane may ask for its next range (Scheduler.lead)
+        self.leading = False
         # a file in place the listing cannot judge (``files.on_disk``): the primary is asked whether
         # the copy on disk is current; a 304 skips the file
         self.conditional = file.if_modified_since is not None and lane.replica == 0
@@ -290,6 +295,10 @@ class RangeJob:
         pos += n
         self.pos = pos
         self.meter.bytes += n
+        if pos >= self.lead_at:  # a round trip's worth of bytes left: the next request goes out now
+            self.lead_at = NEVER
+            self.leading = True
+            self.lane.wake.set()
         limiter = self.limiter
         if limiter is not None:
             limiter.tokens -= n

@@ -17,7 +17,7 @@ from dtune.dataset import FileSpec
 from dtune.engine.files import FileState
 from dtune.engine.options import EngineOptions
 from dtune.engine.ranges import RangeSet
-from dtune.engine.request import RangeJob
+from dtune.engine.request import NEVER, RangeJob
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release
 from dtune.engine.state import Lane, Partition
 from dtune.params import Params
@@ -468,3 +468,58 @@ def test_the_last_file_of_a_transfer_is_carved_in_closing_ranges_without_a_crumb
     sched.remaining = 300 * KIB
     last = sched.next(lane, now=0.0)
     assert (last.start, last.end) == (f.size - 300 * KIB, f.size) and not f.unassigned
+
+
+# ---- one range at a time: the next asked for before this one ends ----------------------------------
+class PipeConn(Conn):
+    """A kept-alive connection that carries a pipeline."""
+
+    one_at_a_time, origin, kept_alive = False, "http://a.test", True
+
+
+def test_one_range_at_a_time_asks_for_the_next_a_round_trip_and_a_half_before_it_ends(tmp_path):
+    import asyncio
+    import os
+
+    f = file_state(0, 64 * MIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 1).spread([1, 1]), [f], policy=Policy({0: 1.0 * MIB, 1: 0.25 * MIB}, rtt=0.1))
+    fast, slow = sorted(lanes(part), key=lambda lane: lane.replica)
+    job = RangeJob(f, fast, 0, 4 * MIB, True, report=lambda *_: None, journal_every=64 * MIB, small_body=MIB)
+    sched.lead(job)
+    assert job.lead_at == 4 * MIB - int(1.5 * 0.1 * MIB)   # 1.5 round trips at its replica's rate
+    crawl = RangeJob(f, slow, 4 * MIB, 8 * MIB, True, report=lambda *_: None, journal_every=64 * MIB, small_body=MIB)
+    sched.lead(crawl)
+    assert crawl.lead_at == NEVER                          # a quarter of the fastest: never ahead
+    fast.conn, fast.outstanding = PipeConn(job), 1
+    assert sched.pipeline(fast) == 1
+    # the bytes cross the mark: the job wakes its lane, which may now send a second request
+    fast.wake = asyncio.Event()
+    job.status, job.fd = 206, os.open(tmp_path / "part", os.O_RDWR | os.O_CREAT)
+    try:
+        job.on_body(b"x" * (job.lead_at - 1))
+        assert not job.leading and not fast.wake.is_set()
+        job.on_body(b"x")
+        assert job.leading and fast.wake.is_set() and job.lead_at == NEVER
+    finally:
+        os.close(job.fd)
+    assert sched.pipeline(fast) == 2
+    fast.outstanding = 2
+    assert sched.pipeline(fast) <= fast.outstanding        # and no third
+
+
+def test_a_partition_that_pipelines_already_is_not_led():
+    f = file_state(0, 64 * MIB, mirrors=1)
+    sched, part = setup(Params(1, 2, 2).spread([1, 1]), [f], policy=Policy({0: 1.0 * MIB, 1: 1.0 * MIB}, rtt=0.1))
+    lane = lanes(part)[0]
+    job = RangeJob(f, lane, 0, 4 * MIB, True, report=lambda *_: None, journal_every=64 * MIB, small_body=MIB)
+    sched.lead(job)
+    assert job.lead_at == NEVER
+
+
+def test_one_source_is_not_led():
+    f = file_state(0, 64 * MIB)
+    sched, part = setup(Params(1, 1, 1), [f], policy=Policy({0: 1.0 * MIB}, rtt=0.1))
+    job = RangeJob(f, lanes(part)[0], 0, 4 * MIB, True, report=lambda *_: None, journal_every=64 * MIB,
+                   small_body=MIB)
+    sched.lead(job)
+    assert job.lead_at == NEVER
