@@ -46,6 +46,8 @@ from dtune.tuners.registry import online_default
 if TYPE_CHECKING:
     from dtune.discovery.s3 import S3Settings
 
+# what a cluster's parent asks of a node's tuner (``fetch_specs(limits=)``): cap, why[, fresh]
+Limit = tuple[int | None, str] | tuple[int | None, str, bool]
 DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
 DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
 
@@ -214,7 +216,7 @@ class _Driver:
     its decision applied at once), ``tick`` every second (an energy reading and one sample)."""
 
     def __init__(self, tuner: Tuner, engine: Engine, samples: list[dict], knobs: KernelKnobs,
-                 meter: object | None, limits: Callable[[], tuple[int | None, str] | None] | None = None) -> None:
+                 meter: object | None, limits: Callable[[], Limit | None] | None = None) -> None:
         self.tuner, self.engine, self.samples, self.knobs, self.meter = tuner, engine, samples, knobs, meter
         self.limits = limits
         self.energy: dict | None = None
@@ -470,13 +472,13 @@ async def fetch_specs(plan: TransferPlan, specs: list, paths: list[Path], emit: 
                       on_event: EventSink | None, on_progress: Callable[[Snapshot], None] | None = None,
                       on_engine: Callable[[Engine], None] | None = None, *, connect_times: dict | None = None,
                       early: dict | None = None, warm: WarmPool | None = None,
-                      limits: Callable[[], tuple[int | None, str] | None] | None = None) -> TransferResult:
+                      limits: Callable[[], Limit | None] | None = None) -> TransferResult:
     """Tune and run the engine on files already discovered and placed (``specs`` may carry
     ``Piece``s: a cluster shard's share of a file). What ``transfer`` does after discovery, and
     what each worker of a cluster transfer runs on its shard (``dtune.cluster.worker``). ``warm``:
     connections discovery opened, which the engine takes first; those it has not taken by its
-    first tick are closed. ``limits``: asked every control tick; a (cap, why) it returns goes to
-    the tuner's ``limit`` (a cluster's parent capping this node's connections)."""
+    first tick are closed. ``limits``: asked every control tick; a (cap, why[, fresh]) it returns
+    goes to the tuner's ``limit`` (a cluster's parent capping this node's connections)."""
     early = early or {}
     try:
         tuner, tplan, facts = await plan_tuning(plan, specs, emit, connect_times=connect_times, early=early)

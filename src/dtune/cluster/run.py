@@ -40,6 +40,7 @@ RETRIES = 2            # a shard whose worker died runs again on another one, at
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
 LOST_AFTER = 10.0      # seconds without the scheduler after which the transfer gives up on it
 POLL = 0.1             # seconds between looks at the shards' futures
+LEAD = 1.0             # a node's next shard goes out when its last one has this long to go
 TUNER_NOTE = ("cluster: each node searches its own connections within its share of the per-origin cap; "
               "when the aggregate rate stops rising with the nodes' connections (they share a bottleneck), "
               "the parent caps each node's (cluster_tuning events)")
@@ -226,12 +227,15 @@ class Session:
         # out when a node is free and no busy node would finish it sooner. (All at once, Dask sends
         # each worker two to hold: a node at half the rate then kept a third of the data, and the
         # shards' queue balanced nothing.)
+        # A node whose shard will be done within ``LEAD`` seconds counts as free: its next shard
+        # starts while the last one ends, so that one engine's tail overlaps the next one's start
+        # (each boundary cost the node about a second at a lower rate).
         waiting = list(tasks)
         pending: list = []   # submitted, not done
         futures: list = []   # every one submitted (cancelled at the end)
         free = list(workers)
-        running: dict[str, dict] = {}   # node → the task placed on it
-        placed: dict[str, str] = {}     # future key → node
+        running: dict[str, list[dict]] = {}           # node → the tasks placed on it, oldest first
+        placed: dict[str, tuple[str, dict]] = {}      # future key → (node, task)
 
         def submit(i: int, node: str) -> None:
             t = waiting.pop(i)
@@ -239,14 +243,21 @@ class Session:
                                    workers=[node], allow_other_workers=True)
             futures.append(future)
             pending.append(future)
-            free.remove(node)
-            running[node], placed[future.key] = t, node
+            if node in free:
+                free.remove(node)
+            running.setdefault(node, []).append(t)
+            placed[future.key] = (node, t)
 
         def place_next() -> None:
-            if not waiting or not free:
+            if not waiting:
                 return
-            plan = place([t["bytes"] for t in waiting], free,
-                         {n: self._left(n, t) for n, t in running.items()}, self._rates(results, running))
+            rates = self._rates(results, running)
+            ending = [n for n, ts in running.items()
+                      if len(ts) == 1 and rates.get(n) and self._left(n, ts[0]) / rates[n] <= LEAD]
+            if not free and not ending:
+                return
+            busy = {n: sum(self._left(n, t) for t in ts) for n, ts in running.items() if n not in ending}
+            plan = place([t["bytes"] for t in waiting], free + ending, busy, rates)
             for i in sorted(plan, reverse=True):
                 submit(i, plan[i])
 
@@ -254,11 +265,15 @@ class Session:
         try:
             self.watch.latest = time.monotonic()
             place_next()
-            for future in self._completed(client, pending):
-                node = placed.pop(future.key, None)
+            for future in self._completed(client, pending, place_next):
+                node, t = placed.pop(future.key, (None, None))
                 if node is not None:
-                    running.pop(node, None)
-                    free.append(node)
+                    tasks_on = running.get(node, [])
+                    if t in tasks_on:
+                        tasks_on.remove(t)
+                    if not tasks_on:
+                        running.pop(node, None)
+                        free.append(node)
                 if future.status == "error":
                     exc = future.exception()
                     raise exc if isinstance(exc, DtuneError) else DtuneError(
@@ -282,11 +297,11 @@ class Session:
                 pass
         return self._result(results, split_files)
 
-    def _completed(self, client, pending: list):  # noqa: ANN001, ANN202 (an iterator of futures)
+    def _completed(self, client, pending: list, each_poll: Callable[[], None] = lambda: None):  # noqa: ANN001, ANN202
         """Each future of ``pending`` as it finishes, removed from it (polled: ``as_completed`` wants
-        a default client; the caller may add futures between two). Raises OSError once the client
-        has lost the scheduler, CancelledError when the transfer stops, DtuneError when a shard has
-        made no progress for too long (``watch``)."""
+        a default client; the caller may add futures between two, and ``each_poll`` runs at every
+        look). Raises OSError once the client has lost the scheduler, CancelledError when the
+        transfer stops, DtuneError when a shard has made no progress for too long (``watch``)."""
         def shard_of(future) -> int:  # noqa: ANN001 (keys: TOPIC-SHARD)
             return int(str(future.key).rsplit("-", 1)[1])
 
@@ -301,6 +316,7 @@ class Session:
                 self._connected = time.monotonic()
                 self._check_progress(client, {shard_of(f): f.key for f in pending})
                 self._conduct(client)
+                each_poll()
             ready = [f for f in pending if f.done()]
             for future in ready:
                 pending.remove(future)
@@ -328,15 +344,16 @@ class Session:
         e = self.aggregate.latest.get((node, task["shard"]))
         return max(0.0, task["bytes"] - (e.get("bytes", 0) + e.get("bytes_resumed", 0) if e else 0))
 
-    def _rates(self, results: list[dict], running: dict[str, dict]) -> dict[str, float]:
-        """Each node's rate (bytes/s): its finished shards, and the one it runs so far."""
+    def _rates(self, results: list[dict], running: dict[str, list[dict]]) -> dict[str, float]:
+        """Each node's rate (bytes/s): its finished shards, and the oldest it runs so far (a shard
+        started while that one ends shares the node, and would read as half its rate)."""
         moved: dict[str, list[float]] = {}
         for r in results:
             acc = moved.setdefault(r["node"], [0.0, 0.0])
             acc[0] += r["bytes"]
             acc[1] += r["seconds"]
-        for node, task in running.items():
-            e = self.aggregate.latest.get((node, task["shard"]))
+        for node, tasks in running.items():
+            e = self.aggregate.latest.get((node, tasks[0]["shard"])) if tasks else None
             if e and e.get("t"):
                 acc = moved.setdefault(node, [0.0, 0.0])
                 acc[0] += e.get("bytes", 0)
@@ -467,7 +484,8 @@ def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
 
 def _local_cluster(n: int):  # noqa: ANN202 (a distributed.LocalCluster)
     from distributed import LocalCluster
-    return LocalCluster(n_workers=n, processes=True, threads_per_worker=1, host="127.0.0.1",
+    # two threads: a node's next shard starts while its last one ends (``LEAD``)
+    return LocalCluster(n_workers=n, processes=True, threads_per_worker=2, host="127.0.0.1",
                         dashboard_address=None, silence_logs=50)
 
 

@@ -46,19 +46,31 @@ def forget_limit(topic: str) -> None:
     _LIMITS.pop(topic, None)
 
 
-def limit_reader(topic: str):  # noqa: ANN201 (a callable for ``fetch_specs(limits=)``)
+def limit_reader(topic: str, cap: int | None = None):  # noqa: ANN201 (a callable for ``fetch_specs(limits=)``)
     """For one shard: each call returns the (cap, why) set since the last call (shared among the
-    shards of the topic running on this worker), else None."""
-    seen = [0]
+    shards of the topic running on this worker), else None. ``cap``: the node's share of the
+    per-origin cap; given, a change in the shards running here shares it afresh (the parent
+    starts a node's next shard while the last one ends: two engines then hold one share), and
+    once fewer shards run, (cap, why, True): the search starts again (``OnlineTuner.limit``)."""
+    seen = [0, max(1, _RUNNING.get(topic, 1))]   # the parent's sequence, the shards running here
 
     def read() -> tuple[int | None, str] | None:
         held = _LIMITS.get(topic)
-        if held is None or held[0] <= seen[0]:
-            return None
-        seen[0] = held[0]
-        seq, cap, why = held
         running = max(1, _RUNNING.get(topic, 1))
-        return (None if cap is None else max(1, cap // running)), why
+        seq = held[0] if held is not None else 0
+        moved = seq > seen[0]
+        if not moved and (cap is None or running == seen[1]):
+            return None
+        was = seen[1]
+        seen[0], seen[1] = max(seen[0], seq), running
+        limit, why = (held[1], held[2]) if held is not None else (None, "")
+        if not moved:
+            why = (f"{running} shards of this transfer run on this node: its share is split"
+                   if running > was else "the other shard on this node ended: its share is whole again")
+        if limit is None:
+            limit = cap
+        share = None if limit is None else max(1, limit // running)
+        return (share, why, True) if running < was and not moved else (share, why)
 
     return read
 
@@ -105,13 +117,15 @@ def run_shard(task: dict) -> dict:
             del _RUNNING[topic]
 
 
-def shard_plan(task: dict):  # noqa: ANN201 (a TransferPlan; imported late)
-    """This node's plan: the parent's options, its share of the per-origin cap, no cluster."""
+def shard_plan(task: dict, running: int = 1):  # noqa: ANN201 (a TransferPlan; imported late)
+    """This node's plan: the parent's options, its share of the per-origin cap (split among the
+    ``running`` shards of the transfer on this node), no cluster."""
     from dtune.commands.getopts import build_plan
     from dtune.config import Value
 
     values = dict(task["given"]["values"])
-    values.update(cluster=None, workers=None, max_connections_per_host=task["cap"], dry_run=False)
+    values.update(cluster=None, workers=None, max_connections_per_host=max(1, task["cap"] // max(1, running)),
+                  dry_run=False)
     plan = build_plan(task["given"]["sources"], task["outdir"],
                       {name: Value(value, "cluster parent") for name, value in values.items()})
     plan.energy = False  # one meter per node would each count the host's whole package power
@@ -122,7 +136,7 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
     from dtune.progress import progress_event
     from dtune.transfer import fetch_specs
 
-    plan = shard_plan(task)
+    plan = shard_plan(task, _RUNNING.get(task["topic"], 1))
     paths = [Path(p) for p in task["paths"]]
     engines: list[Engine] = []   # (the shard's engine, once it is built)
 
@@ -136,7 +150,7 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
               "committing": bool(engines) and engines[0].committing})
 
     result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=engines.append,
-                               limits=limit_reader(task["topic"]))
+                               limits=limit_reader(task["topic"], task["cap"]))
     snap = result.snapshot
     return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
             "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],

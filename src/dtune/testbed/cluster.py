@@ -56,13 +56,14 @@ class DaskSite:
     workdir   a private directory (under a ``dtune-`` temporary directory) for
               the scheduler file and the workers' local directories
     port      the scheduler's port on node1's address
-    nthreads  threads per worker (a shard is one task; one is enough per node)
+    nthreads  threads per worker (a shard is one task; a second runs the node's next shard
+              while its last one ends)
     nodes     workers on node1 .. node<nodes> (None: every node of the site)
     env       extra environment for the scheduler, the workers and ``env`` (e.g. a
               private ``DTUNE_HISTORY``: what a worker runs inherits it)
     """
 
-    def __init__(self, tb: Testbed, workdir: Path, *, port: int = DEFAULT_PORT, nthreads: int = 1,
+    def __init__(self, tb: Testbed, workdir: Path, *, port: int = DEFAULT_PORT, nthreads: int = 2,
                  nodes: int | None = None, env: dict[str, str] | None = None) -> None:
         self.tb = tb
         self._extra_env = dict(env or {})

@@ -177,9 +177,10 @@ class Tuner:
     def update(self, now: float, snap: Snapshot) -> Decision | None:
         return None
 
-    def limit(self, cap: int | None, why: str) -> bool:
+    def limit(self, cap: int | None, why: str, fresh: bool = False) -> bool:
         """Hold at most ``cap`` connections from the next ``update`` on (a cluster's parent caps
-        each node's, ``cluster.conduct``); False when the tuner does not search their number."""
+        each node's, ``cluster.conduct``; ``fresh``: the node's conditions changed, search again);
+        False when the tuner does not search their number."""
         return False
 
 

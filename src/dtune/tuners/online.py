@@ -454,13 +454,15 @@ class OnlineTuner(Tuner):
         out["base"] = self.base.get_params()
         return out
 
-    def limit(self, cap: int | None, why: str) -> bool:
+    def limit(self, cap: int | None, why: str, fresh: bool = False) -> bool:
         """At most ``cap`` connections in all from the next update on (None: the tuner's own cap
-        again), as a cluster's parent asks of each node (``cluster.conduct``). False when there is
+        again), as a cluster's parent asks of each node (``cluster.conduct``). ``fresh``: the node's
+        conditions changed (the other shard on it ended), so the search starts again from the
+        tuner's θ: what it learnt while it shared the node does not hold. False when there is
         nothing to limit: no search runs (the user fixed cc and p, or ``--no-online``)."""
         if not self.searching:
             return False
-        self.pending_limit_ = (cap, why)
+        self.pending_limit_ = (cap, why, fresh)
         return True
 
     @property
@@ -528,10 +530,22 @@ class OnlineTuner(Tuner):
         if pending is not None and self.search_.phase != "off":
             self.pending_limit_ = None
             self.limit_ = pending[0]
-            step = self.search_.limit(now, self._cap(self.base_), pending[1], strict=self.limit_ is not None)
-            if step is not None:
-                reasons.append(step.reason)
-                event = {**step.event, "limit": self.limit_}
+            if pending[2]:
+                # (a shard that shared its node judged its connections by a goodput the other
+                # shard took half of, and shed to 1-2; alone, it held there: 8 s for 150 MB)
+                was = self.search_.n
+                start = total_lanes({n: p for n, p in self.base_.items() if p.cc > 0})
+                self.search_ = OnlineSearch(start, cap=self._cap(self.base_), window=self.search_.window,
+                                            constants=self.constants, floor_rate=self.min_rate,
+                                            realize=self._realize)
+                reasons.append(f"{pending[1]}: the search starts again from the tuner's {self.search_.n} "
+                               f"connections")
+                event = {"phase": "restart", "from": was, "to": self.search_.n, "limit": self.limit_}
+            else:
+                step = self.search_.limit(now, self._cap(self.base_), pending[1], strict=self.limit_ is not None)
+                if step is not None:
+                    reasons.append(step.reason)
+                    event = {**step.event, "limit": self.limit_}
         decision = self.base.update(now, snap)
         if decision is not None:
             before = total_lanes({n: p for n, p in self.base_.items() if p.cc > 0})

@@ -100,10 +100,35 @@ def test_the_session_reads_each_nodes_rate_and_what_its_running_shard_has_left()
     s.aggregate.event({"event": "node_progress", "node": NODES[0], "shard": 4, "t": 2.0, "bytes": 30_000_000,
                        "bytes_resumed": 10_000_000})
     s.aggregate.event({"event": "node_progress", "node": NODES[1], "shard": 5, "t": 0.0, "bytes": 0})
-    running = {NODES[0]: {"shard": 4, "bytes": 100_000_000}, NODES[1]: {"shard": 5, "bytes": 50_000_000}}
-    assert s._left(NODES[0], running[NODES[0]]) == 60_000_000      # (what resumed from a journal is in)
-    assert s._left(NODES[1], running[NODES[1]]) == 50_000_000
+    s.aggregate.event({"event": "node_progress", "node": NODES[0], "shard": 6, "t": 0.5, "bytes": 1_000_000})
+    running = {NODES[0]: [{"shard": 4, "bytes": 100_000_000}, {"shard": 6, "bytes": 90_000_000}],
+               NODES[1]: [{"shard": 5, "bytes": 50_000_000}]}
+    assert s._left(NODES[0], running[NODES[0]][0]) == 60_000_000   # (what resumed from a journal is in)
+    assert s._left(NODES[1], running[NODES[1]][0]) == 50_000_000
     assert s._left(NODES[1], {"shard": 9, "bytes": 7}) == 7          # no report yet
     done = [{"node": NODES[1], "bytes": 40_000_000, "seconds": 4.0}]
+    # a node's rate from its oldest running shard: the one started as it ends shares the node
     assert s._rates(done, running) == {NODES[0]: 15_000_000, NODES[1]: 10_000_000}
     assert s._rates([], {}) == {}
+
+
+def test_a_shard_started_on_a_node_while_its_last_one_ends_splits_the_nodes_share_of_the_cap():
+    topic = "dtune-test-overlap"
+    try:
+        worker._RUNNING[topic] = 1
+        old = worker.limit_reader(topic, 20)
+        assert old() is None                                            # alone: its plan's cap holds
+        worker._RUNNING[topic] = 2                                      # the next shard starts here
+        new = worker.limit_reader(topic, 20)
+        cap, why = old()
+        assert cap == 10 and "2 shards" in why and old() is None        # half each, said once
+        assert new() is None                                            # (its plan had half already)
+        worker._RUNNING[topic] = 1                                      # the old one ended
+        cap, why, fresh = new()
+        assert cap == 20 and "whole again" in why and fresh              # … and its search starts again
+        worker.set_limit(topic, 1, 6, "capped by the parent")
+        worker._RUNNING[topic] = 2
+        assert new() == (3, "capped by the parent")                     # the parent's cap, shared
+    finally:
+        worker._LIMITS.pop(topic, None)
+        worker._RUNNING.pop(topic, None)

@@ -460,6 +460,22 @@ def test_the_tuner_takes_a_limit_at_its_next_update_and_says_why():
     assert tuner.limit_ is None and tuner.search_.cap == tuner._cap(tuner.base_) > 4
 
 
+def test_a_fresh_limit_starts_the_search_again_from_the_tuners_theta():
+    """The other shard on a node ended: what this one's search learnt while it shared the node
+    (it shed to a few connections, its goodput halved by the other) is dropped."""
+    tuner = OnlineTuner(HeuristicTuner("promc"))
+    plan = tuner.plan([1 << 30], FACTS)
+    start = total_lanes(plan.params)
+    tuner.limit(2, "another shard runs here")
+    d = tuner.update(0.1, snapshot(0.1, 1000, 1 << 30, plan.params))
+    assert total_lanes(d.params) <= 2
+    assert tuner.limit(20, "the other shard ended", True)
+    d = tuner.update(0.2, snapshot(0.2, 2000, 1 << 30, d.params))
+    assert d.event["phase"] == "restart" and d.event["from"] <= 2 and d.event["limit"] == 20
+    assert total_lanes(d.params) == tuner.search_.n == min(start, 20) > 2
+    assert "the other shard ended: the search starts again" in d.reason
+
+
 def test_a_limit_is_refused_where_nothing_is_searched():
     fixed = OnlineTuner(StaticTuner(fixed={"cc": 2, "p": 3}), fixed={"cc": 2, "p": 3})
     fixed.plan([300_000_000] * 4, FACTS)
