@@ -104,7 +104,8 @@ def _ditacchio(sla: str) -> Callable[[Request], Tuner]:
 ENTRIES: tuple[Entry, ...] = (
     Entry("auto", "ProMC; MDTP with replicas; the decision tree when a model "
                   "built by `dtune model build` knows this kind of transfer; then the online search "
-                  "sizes the connections while the transfer runs", _auto, online=True),
+                  "sizes the connections while the transfer runs (with replicas, MDTP's climber does)",
+          _auto, online=True),
     Entry("promc", "size partitions, Algorithm 1 per partition, groups shared by δ-weighted bytes and "
                    "re-allocated online (docs/algorithms.md §1.5)", _heuristic("promc")),
     Entry("mc", "size partitions at once, Algorithm 1 per partition, groups dealt round-robin, hand-over "
