@@ -40,7 +40,7 @@ RETRIES = 2            # a shard whose worker died runs again on another one, at
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
 LOST_AFTER = 10.0      # seconds without the scheduler after which the transfer gives up on it
 POLL = 0.1             # seconds between looks at the shards' futures
-LEAD = 1.0             # a node's next shard goes out when its last one has this long to go
+LEAD = 1.5             # a node's next shard goes out when its last one has this long to go (s)
 TUNER_NOTE = ("cluster: each node searches its own connections within its share of the per-origin cap; "
               "when the aggregate rate stops rising with the nodes' connections (they share a bottleneck), "
               "the parent caps each node's (cluster_tuning events)")
