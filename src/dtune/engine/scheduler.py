@@ -160,7 +160,8 @@ class Scheduler:
 
         With several replicas a slow one must not hoard whole files in its
         pipeline (the transfer would end waiting on it): its lanes get
-        ``pp × its throughput / the fastest's``, at least 1.
+        ``pp × its throughput / the fastest's``, at least 1. At pp 1, a lane
+        whose range has passed its ``lead`` mark may send one more.
         """
         pp = lane.group.partition.params.pp
         conn = lane.conn
