@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 _LIMITS: dict[str, tuple[int, int | None, str]] = {}
 # topic → shards of that transfer running on this worker now (a cap is shared among them)
 _RUNNING: dict[str, int] = {}
+# topic → the engines of those shards (their open connections: ``_room``)
+_ENGINES: dict[str, list[Engine]] = {}
+ROOM_POLL = 0.05   # seconds between looks at the other shards' connections (``_room``)
 
 
 def set_limit(topic: str, seq: int, cap: int | None, why: str) -> None:
@@ -132,11 +135,26 @@ def shard_plan(task: dict, running: int = 1):  # noqa: ANN201 (a TransferPlan; i
     return plan
 
 
+def open_elsewhere(topic: str) -> int:
+    """Connections the other shards of ``topic`` on this worker hold open now."""
+    return sum(e.acct.open_connections for e in list(_ENGINES.get(topic, ())))
+
+
+async def _room(topic: str, share: int, mine: int) -> None:
+    """Wait until this shard's ``mine`` connections fit in the node's ``share`` beside those the
+    other shards here hold: a shard started while the last one ends (``run.LEAD``) opens none
+    before that one has shed to its half (its cap is halved at its next control tick, and its
+    lanes close as their ranges end), so the per-origin cap holds across the overlap too."""
+    while open_elsewhere(topic) + mine > share:
+        await asyncio.sleep(ROOM_POLL)
+
+
 async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
     from dtune.progress import progress_event
     from dtune.transfer import fetch_specs
 
-    plan = shard_plan(task, _RUNNING.get(task["topic"], 1))
+    topic = task["topic"]
+    plan = shard_plan(task, _RUNNING.get(topic, 1))
     paths = [Path(p) for p in task["paths"]]
     engines: list[Engine] = []   # (the shard's engine, once it is built)
 
@@ -149,8 +167,21 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
               "rtt_live_ms": None if snap.rtt_live is None else round(snap.rtt_live * 1000, 2),
               "committing": bool(engines) and engines[0].committing})
 
-    result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=engines.append,
-                               limits=limit_reader(task["topic"], task["cap"]))
+    def built(engine: Engine) -> None:
+        engines.append(engine)
+        _ENGINES.setdefault(topic, []).append(engine)
+
+    await _room(topic, task["cap"], plan.max_per_host)
+    try:
+        result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=built,
+                                   limits=limit_reader(topic, task["cap"]))
+    finally:
+        for engine in engines:
+            held = _ENGINES.get(topic, [])
+            if engine in held:
+                held.remove(engine)
+            if not held:
+                _ENGINES.pop(topic, None)
     snap = result.snapshot
     return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
             "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],

@@ -132,3 +132,33 @@ def test_a_shard_started_on_a_node_while_its_last_one_ends_splits_the_nodes_shar
     finally:
         worker._LIMITS.pop(topic, None)
         worker._RUNNING.pop(topic, None)
+
+
+def test_a_shard_started_beside_another_opens_nothing_until_its_connections_fit_in_the_share():
+    import asyncio
+    from types import SimpleNamespace
+
+    topic = "dtune-test-room"
+    old = SimpleNamespace(acct=SimpleNamespace(open_connections=2))
+    worker._ENGINES[topic] = [old]
+    try:
+        async def scenario() -> list[int]:
+            seen = []
+
+            async def shed() -> None:          # the old shard drains to its half, then ends
+                await asyncio.sleep(0.12)
+                old.acct.open_connections = 1
+                seen.append(1)
+                await asyncio.sleep(0.12)
+                worker._ENGINES.pop(topic)
+
+            task = asyncio.ensure_future(shed())
+            await worker._room(topic, 2, 1)     # share 2: room for 1 once the old holds 1
+            seen.append(worker.open_elsewhere(topic))
+            await task
+            return seen
+
+        assert asyncio.run(scenario()) == [1, 1]   # it waited for the shed, not for the end
+        assert worker.open_elsewhere(topic) == 0
+    finally:
+        worker._ENGINES.pop(topic, None)
