@@ -8,6 +8,7 @@ as a subprocess. Every cluster and process is closed at teardown.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -38,9 +39,19 @@ TREE = {"big.bin": RNG.randbytes(30 * MB), "mid.bin": RNG.randbytes(5 * MB),
         "sub/deeper/empty.bin": b"", "sub/deeper/one.bin": b"x"}
 
 
-def local_cluster(n: int):
-    return distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1, host="127.0.0.1",
-                                    dashboard_address=None, silence_logs=50)
+@contextlib.contextmanager
+def local_cluster(n: int) -> Iterator[distributed.LocalCluster]:
+    """One thread per worker (a node's next shard then waits for the thread), their scratch space in
+    a ``dtune-`` directory removed at the end (Dask's default is /tmp/dask-scratch-space)."""
+    import dask
+
+    with tempfile.TemporaryDirectory(prefix="dtune-dask-") as scratch:
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = distributed.LocalCluster(n_workers=n, processes=True, threads_per_worker=1,
+                                               host="127.0.0.1", dashboard_address=None, silence_logs=50,
+                                               local_directory=scratch)
+        with cluster:
+            yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +321,8 @@ class DaskProcs:
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
         log = open(self.where / f"dask-{len(self.procs)}.log", "w")  # (read when a test fails)
-        proc = subprocess.Popen(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+        env = dict(self.env, DASK_TEMPORARY_DIRECTORY=str(self.where / "dask-scratch"))  # (not /tmp's)
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True)
         log.close()
         self.procs.append(proc)

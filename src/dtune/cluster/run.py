@@ -19,6 +19,8 @@ import asyncio
 import concurrent.futures
 import importlib.util
 import os
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -168,7 +170,7 @@ class Session:
             if own_client is not None:
                 own_client.close()
             if own_cluster is not None:
-                own_cluster.close()
+                _close_local(own_cluster)
             if quiet is not None:
                 quiet.restore()
 
@@ -483,10 +485,30 @@ def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
 
 
 def _local_cluster(n: int):  # noqa: ANN202 (a distributed.LocalCluster)
+    """``--workers N``: N worker processes of two threads each (a node's next shard starts while its
+    last one ends, ``LEAD``), their scratch space and the scheduler's in a ``dtune-dask-`` directory
+    that ``_close_local`` removes (Dask's default, ``dask-scratch-space`` in the temporary
+    directory, stays behind)."""
+    import dask
     from distributed import LocalCluster
-    # two threads: a node's next shard starts while its last one ends (``LEAD``)
-    return LocalCluster(n_workers=n, processes=True, threads_per_worker=2, host="127.0.0.1",
-                        dashboard_address=None, silence_logs=50)
+
+    scratch = tempfile.mkdtemp(prefix="dtune-dask-")
+    try:
+        with dask.config.set({"temporary-directory": scratch}):
+            cluster = LocalCluster(n_workers=n, processes=True, threads_per_worker=2, host="127.0.0.1",
+                                   dashboard_address=None, silence_logs=50, local_directory=scratch)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    cluster.dtune_scratch = scratch
+    return cluster
+
+
+def _close_local(cluster) -> None:  # noqa: ANN001 (a distributed.LocalCluster from ``_local_cluster``)
+    try:
+        cluster.close()
+    finally:
+        shutil.rmtree(getattr(cluster, "dtune_scratch", ""), ignore_errors=True)
 
 
 async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,  # noqa: ANN001
