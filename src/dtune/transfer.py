@@ -39,8 +39,8 @@ from dtune.netprobe import RTT_SAMPLES, gather_facts, measure_rtt
 from dtune.params import Params
 from dtune.stats import median
 from dtune.tuners import Fixed, Tuner, TunerPlan, make_tuner
-from dtune.tuners.online import OnlineTuner
 from dtune.tuners.online_constants import DEFAULT_CAP, constants_for
+from dtune.tuners.online_tuner import OnlineTuner
 from dtune.tuners.registry import online_default
 
 if TYPE_CHECKING:

@@ -270,11 +270,10 @@ class Session:
             for future in self._completed(client, pending, place_next):
                 node, t = placed.pop(future.key, (None, None))
                 if node is not None:
-                    tasks_on = running.get(node, [])
-                    if t in tasks_on:
-                        tasks_on.remove(t)
-                    if not tasks_on:
-                        running.pop(node, None)
+                    left = [x for x in running.pop(node, []) if x is not t]
+                    if left:
+                        running[node] = left
+                    else:
                         free.append(node)
                 if future.status == "error":
                     exc = future.exception()

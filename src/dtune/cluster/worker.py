@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ _LIMITS: dict[str, tuple[int, int | None, str]] = {}
 _RUNNING: dict[str, int] = {}
 # topic → the engines of those shards (their open connections: ``_room``)
 _ENGINES: dict[str, list[Engine]] = {}
+_ENGINES_LOCK = threading.Lock()
 ROOM_POLL = 0.05   # seconds between looks at the other shards' connections (``_room``)
 
 
@@ -169,19 +171,18 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
 
     def built(engine: Engine) -> None:
         engines.append(engine)
-        _ENGINES.setdefault(topic, []).append(engine)
+        with _ENGINES_LOCK:
+            _ENGINES.setdefault(topic, []).append(engine)
 
     await _room(topic, task["cap"], plan.max_per_host)
     try:
         result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=built,
                                    limits=limit_reader(topic, task["cap"]))
     finally:
-        for engine in engines:
-            held = _ENGINES.get(topic, [])
-            if engine in held:
-                held.remove(engine)
-            if not held:
-                _ENGINES.pop(topic, None)
+        with _ENGINES_LOCK:   # (the shards of a node run in the worker's threads)
+            held = [e for e in _ENGINES.pop(topic, []) if e not in engines]
+            if held:
+                _ENGINES[topic] = held
     snap = result.snapshot
     return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
             "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],

@@ -19,8 +19,9 @@ from dtune.accounting import PartitionView, Snapshot
 from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners.base import Fixed
-from dtune.tuners.online import OnlineSearch, OnlineTuner
+from dtune.tuners.online import OnlineSearch
 from dtune.tuners.online_constants import DEFAULT_CAP, constants_for
+from dtune.tuners.online_tuner import OnlineTuner
 from dtune.tuners.promc import HeuristicTuner
 from dtune.tuners.shaping import busiest_share, pipeline_for, shape, total_lanes
 from dtune.tuners.static import StaticTuner

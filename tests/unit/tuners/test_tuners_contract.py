@@ -31,7 +31,7 @@ from dtune.netfacts import NetworkFacts
 from dtune.params import Params
 from dtune.tuners import registry
 from dtune.tuners.base import Fixed, Tuner, TunerPlan, _init_params
-from dtune.tuners.online import OnlineTuner
+from dtune.tuners.online_tuner import OnlineTuner
 
 KB, MB = 1000, 1000 * 1000
 SIZES = [100 * KB] * 40 + [8 * MB] * 10 + [300 * MB] * 3     # small, medium and large files
