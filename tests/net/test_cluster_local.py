@@ -29,6 +29,7 @@ from support.harness import assert_exact, assert_one_line_error, get_argv, run_g
 from support.realservers import Nginx, Unavailable, public_dir
 
 from dtune.engine.journal import read_journal
+from dtune.errors import DtuneError
 
 distributed = pytest.importorskip("distributed")
 
@@ -111,6 +112,27 @@ def test_the_python_api_with_workers_and_with_a_client(nginx_tree, out):
         again = dtune.get(nginx_tree.base + "/d/", out.with_name("o2"), cluster=client, no_history=True)
         assert again.ok and tree(out.with_name("o2")) == TREE
         assert client.status == "running"  # a caller's client is left as it was
+
+
+def test_a_listing_that_fails_while_the_cluster_starts_is_its_own_error_and_the_cluster_closes(
+        env, nginx_tree, out):
+    # the cluster is reached while the dataset is listed: a listing that fails is the one error,
+    # and the session waiting for its dataset closes what it started, at once
+    missing = nginx_tree.base + "/no-such-dir/"
+    before = set(os.listdir(tempfile.gettempdir()))
+    outcome = run_get(env, [missing], out, "--workers", "2", json_events=False, timeout=120)
+    line = assert_one_line_error(outcome, ["404", "not found"])
+    assert missing in line and "cluster" not in line, line
+    assert not out.exists() or os.listdir(out) == []
+    assert outcome.seconds < 30, outcome.seconds      # (not the 60 s wait for workers)
+    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith(("dtune-dask-", "dask-"))}
+    assert not left, left
+    with local_cluster(1) as cluster, distributed.Client(cluster) as client:
+        import dtune
+        with pytest.raises(DtuneError, match="no-such-dir"):
+            dtune.get(missing, out.with_name("o2"), cluster=client, no_history=True)
+        assert client.status == "running"  # a caller's client is left as it was
+        assert client.submit(len, "abc").result(timeout=30) == 3
 
 
 def _limits_held(topic: str):  # noqa: ANN202 (run on a worker)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -41,6 +42,7 @@ from dtune.errors import DtuneError, UsageError
 RETRIES = 2            # a shard whose worker died runs again on another one, at most this often
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
 LOST_AFTER = 10.0      # seconds without the scheduler after which the transfer gives up on it
+STOP_POLL = 1.0        # seconds between looks, while waiting for workers, at whether the transfer gave up
 POLL = 0.1             # seconds between looks at the shards' futures
 LEAD = 1.5             # a node's next shard goes out when its last one has this long to go (s)
 TUNER_NOTE = ("cluster: each node searches its own connections within its share of the per-origin cap; "
@@ -133,8 +135,11 @@ class Session:
     """One cluster transfer's Dask side (``run`` in a thread of its own)."""
 
     def __init__(self, plan, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
-                 aggregate: Aggregate) -> None:
+                 aggregate: Aggregate, found: concurrent.futures.Future | None = None) -> None:
+        """``found``: when given, the dataset is still being discovered; the session reaches the
+        cluster and checks the nodes meanwhile, then waits for ``found``'s (specs, paths)."""
         self.plan, self.specs, self.paths, self.emit, self.aggregate = plan, specs, paths, emit, aggregate
+        self.found = found
         self.stop = threading.Event()
         self.topic = f"dtune-{uuid.uuid4().hex[:12]}"
         self.address = plan.cluster or "local"
@@ -176,7 +181,7 @@ class Session:
 
     def _run(self, client, started: float) -> TransferResult:  # noqa: ANN001
         try:
-            client.wait_for_workers(self.plan.workers or 1, timeout=START_TIMEOUT)
+            self._wait_for_workers(client)
             workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
             path, token = markers.write_marker(self.plan.outdir)
             try:
@@ -197,6 +202,21 @@ class Session:
                              f"{' '.join(str(exc).split())}); "
                              f"the same command resumes what the workers journalled") from None
 
+    def _wait_for_workers(self, client) -> None:  # noqa: ANN001
+        """Until a worker is there (``--workers N``: all N), at most ``START_TIMEOUT``; a session
+        whose dataset could not be discovered (``stop``) ends sooner."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                client.wait_for_workers(self.plan.workers or 1,
+                                        timeout=max(0.1, min(STOP_POLL, deadline - time.monotonic())))
+                return
+            except TimeoutError:
+                if self.stop.is_set():
+                    raise _Abandoned() from None
+                if time.monotonic() >= deadline:
+                    raise
+
     def _transfer(self, client, workers: list[str], path: str, token: str, started: float) -> TransferResult:  # noqa: ANN001
         from dtune.cluster.worker import run_shard
 
@@ -209,6 +229,8 @@ class Session:
         for node, problem in sorted(seen.items()):
             if problem is not None:
                 raise markers_error(node, problem)
+        if self.found is not None:
+            self.specs, self.paths = self.found.result()
         nodes = len(workers)
         listings: dict[Path, set[str]] = {}
         whole = [not splittable(s, p, listings) for s, p in zip(self.specs, self.paths, strict=True)]
@@ -515,29 +537,61 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
     """``transfer`` on a Dask cluster, once the output directory is there and locked."""
     from dtune.transfer import _discover, add_unfetched, placed
 
-    dataset, _, _ = await _discover(plan)
-    specs, paths = placed(plan, dataset, emit)
     loop = asyncio.get_running_loop()
-    aggregate = Aggregate(sum(s.size or 0 for s in specs) if all(s.size is not None for s in specs) else None,
-                          len(specs))
 
     def heard(event: dict) -> None:  # on the client's thread
         loop.call_soon_threadsafe(_deliver, event)
 
     def _deliver(event: dict) -> None:
-        aggregate.event(event)
+        session.aggregate.event(event)
         emit(event)
 
-    session = Session(plan, specs, paths, heard, aggregate)
+    # The cluster is reached, and its nodes checked, while the dataset is listed: importing
+    # distributed, connecting and the nodes' round trip cost the parent about 0.35 s before its
+    # first shard went out (a local cluster's start, a second or two).
+    found: concurrent.futures.Future = concurrent.futures.Future()
+    session = Session(plan, [], [], heard, Aggregate(None, 0), found=found)
+    dask_side = asyncio.ensure_future(asyncio.to_thread(session.run, client))
+    try:
+        dataset = await _while_alive(_discover(plan), dask_side)
+        specs, paths = placed(plan, dataset[0], emit)
+    except BaseException:
+        found.set_exception(_Abandoned())
+        session.stop.set()
+        with contextlib.suppress(BaseException):   # (its own error, if any, is not the first one)
+            await dask_side                       # (the client and a local cluster close)
+        raise
+    session.aggregate = aggregate = Aggregate(
+        sum(s.size or 0 for s in specs) if all(s.size is not None for s in specs) else None, len(specs))
+    found.set_result((specs, paths))
     ticker = asyncio.ensure_future(_tick(aggregate, on_progress))
     try:
-        result = await asyncio.to_thread(session.run, client)
+        result = await dask_side
     finally:
         session.stop.set()
         ticker.cancel()
     await asyncio.sleep(0)  # (events handed over by the client's thread are delivered first)
-    add_unfetched(result, dataset, specs)
+    add_unfetched(result, dataset[0], specs)
     return result
+
+
+class _Abandoned(BaseException):
+    """Handed to a session waiting for a dataset whose discovery failed: it closes and ends."""
+
+
+async def _while_alive(work, side: asyncio.Future):  # noqa: ANN001, ANN202
+    """``work``'s result; if ``side`` ends first (the cluster could not be reached), its error."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.wait({task, side}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            side.result()   # (raises: the session cannot end before the dataset is handed over)
+        return await task
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
 
 async def _tick(aggregate: Aggregate, on_progress: Callable[[Snapshot], None] | None) -> None:
