@@ -128,12 +128,14 @@ class OnlineSearch:
         return got
 
     def cannot_shrink(self, n: int, goodput: float) -> bool:
-        """Would ``shrink`` × n connections fall short of ``goodput`` even with every window full?
-        Then a probe down can only lose rate (window-limited connections on a full link: 14 × 69
-        Mbit/s at 1 Gbit/s · 40 ms; 9 of them carried 605 Mbit/s, measured)."""
+        """Would a probe down from n (to ``shrink`` × n, rounded down) lose more of ``goodput`` than
+        a shed may (``shed_loss``) even with every window full? Then it can only lose rate
+        (window-limited connections on a full link: 14 × 69 Mbit/s at 1 Gbit/s · 40 ms; 9 of them
+        carried 605 Mbit/s, measured)."""
         if self.base_rtt is None or n < 1:
             return False
-        return goodput / n > self.k.shrink * self.window / self.base_rtt
+        fewer = math.floor(n * self.k.shrink)
+        return goodput * (1 - self.k.shed_loss) > fewer * self.window / self.base_rtt
 
     def windows(self, rtt: float) -> tuple[float, float]:
         """(settle, measure) seconds for a path of this RTT."""
@@ -278,9 +280,11 @@ class OnlineSearch:
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
-                if self.n > self.floor and not tail:
+                if self.n > self.floor and not tail and not self.cannot_shrink(self.n, g):
                     return self._down(now, g, rtt, f"{self.n} connections still give {_mbps(g)} "
                                                    f"(had {_mbps(bg)} with {bn})")
+                # (fewer could not carry this rate through their windows: a probe there only
+                # loses it, 2 × 73 Mbit/s where 3 carried 198, measured on a 200 Mbit/s node)
                 return self._hold(g)
             return self._back(now, g, rtt, f"{self.n} connections gave {_mbps(g)}, less than "
                                            f"{1 - k.shed_loss:.2f}× {_mbps(bg)} with {bn}")

@@ -96,6 +96,18 @@ def test_a_full_link_of_window_limited_connections_is_never_probed_below_what_it
     assert mean_goodput(trace, 1.0, 30.0) >= 0.97 * GBIT
 
 
+def test_a_descent_stops_where_fewer_windows_could_not_carry_the_rate():
+    # a node's 200 Mbit/s at 40 ms: 10 connections shed to 4 windows; 0.7 × 4 rounds down to 2,
+    # which could carry 147 at most, so the search holds rather than measure that loss (it used to
+    # try 2, as it did on the testbed's nodes: 145 Mbit/s for 0.7 s each time)
+    rate = 200e6 / 8
+    path = SimPath(lambda t: rate, lambda t: 0.040, noise=0.01)
+    search = OnlineSearch(10, cap=DEFAULT_CAP, window=WINDOW)
+    trace, steps = run(search, path, 30.0)
+    assert min(n for t, n, _ in trace) >= fewest(rate, 0.040, share=1.0) == 3, [s.reason for _, s in steps]
+    assert mean_goodput(trace, 2.0, 30.0) >= 0.97 * rate
+
+
 def test_a_stable_path_is_not_disturbed_once_found():
     path = SimPath(lambda t: GBIT, lambda t: 0.040, noise=0.05)
     search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
