@@ -128,14 +128,17 @@ class OnlineSearch:
         return got
 
     def cannot_shrink(self, n: int, goodput: float) -> bool:
-        """Would a probe down from n (to ``shrink`` × n, rounded down) lose more of ``goodput`` than
-        a shed may (``shed_loss``) even with every window full? Then it can only lose rate
-        (window-limited connections on a full link: 14 × 69 Mbit/s at 1 Gbit/s · 40 ms; 9 of them
-        carried 605 Mbit/s, measured)."""
+        """Would a probe down from n (to ``shrink`` × n, as many as the partitions then open) lose
+        more of ``goodput`` than a shed may (``shed_loss``) even with every window full? Then it
+        can only lose rate (window-limited connections on a full link: 14 × 69 Mbit/s at 1 Gbit/s
+        · 40 ms; 9 of them carried 605 Mbit/s, measured)."""
         if self.base_rtt is None or n < 1:
             return False
-        fewer = math.floor(n * self.k.shrink)
-        return goodput * (1 - self.k.shed_loss) > fewer * self.window / self.base_rtt
+        # (the path's own RTT: fewer connections drain the queue that the windows' RTT includes;
+        # judged by the windows' RTT, a mixed tree held 27 connections where 15 carry it)
+        rtt = min(self.base_rtt, self._least_rtt)
+        fewer = self._clamp(math.floor(n * self.k.shrink))   # (what the step would open: the shape's)
+        return goodput * (1 - self.k.shed_loss) > fewer * self.window / rtt
 
     def windows(self, rtt: float) -> tuple[float, float]:
         """(settle, measure) seconds for a path of this RTT."""
@@ -307,7 +310,7 @@ class OnlineSearch:
             self._reprobe = k.reprobe
             ref, self.best = self.ref, (self.n, g)
             self.ref = g
-            self.base_rtt = rtt   # a new path: its own RTT from now on …
+            self.base_rtt = self._least_rtt = rtt   # a new path: its own RTT from now on …
             self._shed_armed = True   # … and sheds judged afresh
             if ratio < 1 and self.window_limited(g, rtt):
                 # the RTT grew: as many more connections as restore the former rate

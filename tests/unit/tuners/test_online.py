@@ -108,6 +108,26 @@ def test_a_descent_stops_where_fewer_windows_could_not_carry_the_rate():
     assert mean_goodput(trace, 2.0, 30.0) >= 0.97 * rate
 
 
+def test_a_queue_the_connections_built_does_not_stop_the_descent_they_need():
+    # 29 window-limited connections on 1 Gbit/s at 40 ms fill the queue: each window's RTT is 85 ms.
+    # Judged by that RTT, 20 windows could not carry the link; at the path's own 40 ms (the first
+    # tick's, from the connect times) 15 can, and the search sheds to them (it held 27-29 on the
+    # mixed tree when the windows' RTT was the measure)
+    prop, rate = 0.040, GBIT
+    search = OnlineSearch(29, cap=DEFAULT_CAP, window=WINDOW)
+    t, sent, held = 0.0, 0.0, []
+    for tick in range(300):
+        t += TICK
+        n = search.n
+        rtt = max(prop, n * WINDOW / rate)                  # the queue holds what the link cannot
+        g = min(rate, n * WINDOW / prop) * 0.99
+        sent += g * TICK
+        search.observe(t, int(sent), prop if tick == 0 else rtt)
+        held.append(search.n)
+    settled = sorted(held[-200:])
+    assert settled[len(settled) // 2] <= math.ceil(1.2 * fewest(rate, prop)), held[-200:]
+
+
 def test_a_stable_path_is_not_disturbed_once_found():
     path = SimPath(lambda t: GBIT, lambda t: 0.040, noise=0.05)
     search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW)
