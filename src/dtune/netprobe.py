@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping
+from typing import TYPE_CHECKING
 
 from dtune.errors import HTTPError
 from dtune.http.access import DIRECT, Access
@@ -22,16 +23,21 @@ from dtune.netfacts import (
 )
 from dtune.stats import median
 
+if TYPE_CHECKING:
+    from dtune.http.connection import Connection
+
 RTT_SAMPLES = 5                   # concurrent connects: the median of 5 costs one round trip
 
 
 async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0,
-                      access: Access = DIRECT) -> float | None:
+                      access: Access = DIRECT, keep: list[Connection] | None = None) -> float | None:
     """Median TCP connect time to the URL's origin (one SYN/SYN-ACK round trip each).
 
     The connects run at once, so measuring costs one round trip, not ``samples``. Through a
     proxy (``access``'s route, ``http.proxy``) a connect is the one to the proxy, plus CONNECT
-    and the TLS handshake for https: the RTT is then the proxy's, not the origin's.
+    and the TLS handshake for https: the RTT is then the proxy's, not the origin's. ``keep``:
+    the connections go there, open, for the engine (``WarmPool.adopt``; the caller closes
+    what is not taken), instead of being closed.
     """
     origin, _ = split_url(url)
 
@@ -42,7 +48,10 @@ async def measure_rtt(url: str, samples: int = RTT_SAMPLES, timeout: float = 5.0
         except HTTPError:
             return None
         elapsed = time.perf_counter() - started
-        conn.close()
+        if keep is not None:
+            keep.append(conn)
+        else:
+            conn.close()
         return elapsed
 
     times = [t for t in await asyncio.gather(*(one() for _ in range(samples))) if t is not None]

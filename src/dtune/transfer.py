@@ -45,6 +45,8 @@ from dtune.tuners.registry import online_default
 
 if TYPE_CHECKING:
     from dtune.discovery.s3 import S3Settings
+    from dtune.http.connection import Connection
+    from dtune.http.message import Origin
 
 # what a cluster's parent asks of a node's tuner (``fetch_specs(limits=)``): cap, why[, fresh]
 Limit = tuple[int | None, str] | tuple[int | None, str, bool]
@@ -324,21 +326,34 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
             os.close(lock)
 
 
-def _measure_mirrors(plan: TransferPlan) -> dict[str, asyncio.Task]:
+def _measure_mirrors(plan: TransferPlan) -> tuple[dict[str, asyncio.Task], dict[Origin, list[Connection]]]:
     """Start measuring each ``--mirror`` origin's RTT now (origin → task): discovery needs the
     primary only, and the tuner needs every replica's RTT next. Nothing without a tuner that
-    measures, or a mirror that is not a URL (discovery says why)."""
+    measures, or a mirror that is not a URL (discovery says why). The probes' connections stay
+    open (origin → them) for the engine's first lanes to that mirror (``WarmPool.adopt``)."""
     tasks: dict[str, asyncio.Task] = {}
+    kept: dict[Origin, list[Connection]] = {}
     if plan.rtt is not None:
-        return tasks
+        return tasks, kept
     for mirror in plan.mirrors:
         try:
-            origin = str(split_url(mirror)[0])
+            origin = split_url(mirror)[0]
         except DtuneError:
             continue
-        if origin not in tasks:
-            tasks[origin] = asyncio.ensure_future(measure_rtt(mirror, rtt_samples(plan), access=plan.access))
-    return tasks
+        if str(origin) not in tasks:
+            tasks[str(origin)] = asyncio.ensure_future(measure_rtt(mirror, rtt_samples(plan), access=plan.access,
+                                                                   keep=kept.setdefault(origin, [])))
+    return tasks, kept
+
+
+def _close_kept(tasks: dict[str, asyncio.Task], kept: dict[Origin, list[Connection]]) -> None:
+    """A transfer that ends before its engine starts: stop the mirrors' probes, close their connections."""
+    for task in tasks.values():
+        task.cancel()
+    for conns in kept.values():
+        for conn in conns:
+            conn.close()
+        conns.clear()
 
 
 # Connections opened to a directory source's origin while its listing is read, for the engine
@@ -415,20 +430,21 @@ async def _transfer(plan: TransferPlan, emit: Callable[[dict], None], on_event: 
                     on_progress: Callable[[Snapshot], None] | None,
                     on_engine: Callable[[Engine], None] | None) -> TransferResult:
     """``transfer`` once its output directory is there and locked."""
-    early = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
+    early, kept = _measure_mirrors(plan)  # the mirrors' RTTs, while discovery asks the primary
     try:
         dataset, connect_times, warm = await _discover(plan, warm=True)
     except BaseException:
-        for task in early.values():
-            task.cancel()
+        _close_kept(early, kept)
         raise
     try:
         try:
             specs, paths = placed(plan, dataset, emit)
-        except DtuneError:
-            for task in early.values():
-                task.cancel()
+            if early:  # (the tuner waits for them anyway; their connections go to the engine)
+                await asyncio.wait(early.values())
+        except BaseException:
+            _close_kept(early, kept)
             raise
+        warm.adopt(kept)
         result = await fetch_specs(plan, specs, paths, emit, on_event, on_progress, on_engine,
                                    connect_times=connect_times, early=early, warm=warm)
     finally:

@@ -57,6 +57,13 @@ class WarmPool:
             conn.close()
         return await self._connect(origin, timeout=timeout)
 
+    def adopt(self, conns: dict[Origin, list[Connection]]) -> None:
+        """Hand out these open connections too (the mirrors' RTT probes, ``netprobe.measure_rtt``):
+        a mirror's first lanes then skip their handshake, a round trip of that mirror."""
+        for origin, more in conns.items():
+            self._ready.setdefault(origin, []).extend(more)
+            more.clear()
+
     def close(self) -> None:
         """Close every connection not taken, and stop opening the rest."""
         for conns in self._ready.values():
