@@ -553,8 +553,8 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
     session = Session(plan, [], [], heard, Aggregate(None, 0), found=found)
     dask_side = asyncio.ensure_future(asyncio.to_thread(session.run, client))
     try:
-        dataset = await _while_alive(_discover(plan), dask_side)
-        specs, paths = placed(plan, dataset[0], emit)
+        dataset, _, _ = await _while_alive(_discover(plan), dask_side)
+        specs, paths = placed(plan, dataset, emit)
     except BaseException:
         found.set_exception(_Abandoned())
         session.stop.set()
@@ -571,7 +571,7 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
         session.stop.set()
         ticker.cancel()
     await asyncio.sleep(0)  # (events handed over by the client's thread are delivered first)
-    add_unfetched(result, dataset[0], specs)
+    add_unfetched(result, dataset, specs)
     return result
 
 
