@@ -30,7 +30,8 @@ window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
 ceiling is window-limited and may use more connections. Each replica starts
 with enough connections to carry its share of the bandwidth through its window
 (``ceil(rate · RTT / window)``, rate at least ``start_rate``, at least
-``start_lanes``: 3–6 at 20–60 ms, 45 at 520 ms for one file), and a file with
+``file_start_lanes`` for one file, ``start_lanes`` per group of a dataset: 4/4/4/6 at
+20–60 ms, 45 at 520 ms for one file), and a file with
 less than ``pipeline_windows`` windows per connection is fetched with pp 2;
 ``LaneClimber`` then doubles them while the replica's
 aggregate rate keeps growing by ≥ 10 % per step, and takes the last step
@@ -72,7 +73,12 @@ class MdtpConstants:
     admit_ratio: float = 2.0      # a replica within 2× of the fastest per connection always takes work
     start_lanes: int = 3          # connections per replica at the start: one window-limited stream
                                   # (512 KiB at 20–60 ms) carries only 50–150 Mbit/s; measured on
-                                  # replicas4: 3 → 3.2 s, 1 → 5.7 s, 4 → 3.9 s for 210 MB
+                                  # replicas4: 3 → 3.2 s, 1 → 5.7 s, 4 → 3.9 s for 210 MB (a dataset
+                                  # keeps 3 per group) …
+    file_start_lanes: int = 4     # … one file 4: the fastest replica's 3 ran at 0.9 of their windows
+                                  # (387 of srv1's 400 Mbit/s, which doubling to 6 gains < 10 % of, so
+                                  # the climber takes back) and slow start took longer; 512 MiB on
+                                  # replicas4 6.27 → 6.19 s, 128 MiB 1.85 → 1.83 s (4 runs each)
     dataset_files: int = 2        # more files than this are a dataset (see MdtpTuner.plan) …
     dataset_groups: int = 4       # … fetched by 4 groups, each with its connections to every replica
     pipeline_windows: float = 4.0 # a single file with less than 4 windows per connection is
@@ -315,10 +321,11 @@ class MdtpTuner(Tuner):
             # each replica starts with the connections its window needs to carry its share of
             # the bandwidth (at least start_rate): at 20-60 ms that is 3/3/4/6 on replicas4, at
             # 520 ms 45 each, where 18 each left MDTP slower than the fastest replica alone (64)
-            groups = k.dataset_groups if len(sizes) > k.dataset_files else 1
+            dataset = len(sizes) > k.dataset_files
+            groups = k.dataset_groups if dataset else 1
             rate = max(k.start_rate, facts.bandwidth / (replicas * groups))
-            start = [min(k.max_lanes, max(k.start_lanes, math.ceil(rate * rtts_s[min(r, len(rtts_s) - 1)]
-                                                                   / window)))
+            least = k.start_lanes if dataset else k.file_start_lanes
+            start = [min(k.max_lanes, max(least, math.ceil(rate * rtts_s[min(r, len(rtts_s) - 1)] / window)))
                      for r in range(replicas)]
         if len(sizes) > k.dataset_files:
             # a dataset over replicas (docs/algorithms.md §3.9). pp 2 hides the

@@ -120,16 +120,16 @@ def test_mdtp_starts_enough_connections_for_each_replicas_window():
                          replica_origins=["a", "b", "c"], replica_rtt=[0.020, 0.060, 0.520])
     tuner = MdtpTuner()
     plan = tuner.plan([1 << 30], facts)
-    # a third of 1 Gbit/s through the window: ceil(41.7e6 × RTT / 367002) → 3, 7, 60; at least 3
-    assert tuner.lanes_ == {0: 3, 1: 7, 2: 60}
-    assert plan.params["all"].p == 70
+    # a third of 1 Gbit/s through the window: ceil(41.7e6 × RTT / 367002) → 3, 7, 60; one file: at least 4
+    assert tuner.lanes_ == {0: 4, 1: 7, 2: 60}
+    assert plan.params["all"].p == 71
     assert plan.params["all"].pp == 1           # 1 GiB is many windows per connection
     # at least start_rate each: a slow path's share can be smaller than 100 Mbit/s
     slow = NetworkFacts(rtt=0.02, bandwidth=12.5e6, tcp_buffer=buf, how={},
                         replica_origins=["a", "b", "c"], replica_rtt=[0.020, 0.060, 0.520])
     other = MdtpTuner()
     other.plan([1 << 30], slow)
-    assert other.lanes_ == {0: 3, 1: 3, 2: 18}  # ceil(12.5e6 × RTT / 367002) → 1, 3, 18; at least 3
+    assert other.lanes_ == {0: 4, 1: 4, 2: 18}  # ceil(12.5e6 × RTT / 367002) → 1, 3, 18; at least 4
     assert tuner.step_ == pytest.approx(3 * 0.520)  # a step spans 3 RTTs of the slowest replica
     # probes are at most two windows, so a slow round trip does not make them last seconds
     assert tuner.policy_.size(2, 1 << 30, 0.0) == int(2 * 0.7 * buf)
@@ -148,7 +148,7 @@ def test_mdtp_pipelines_two_ranges_when_a_connections_share_is_a_few_windows():
     near = NetworkFacts(rtt=0.02, bandwidth=125e6, tcp_buffer=512 * KIB, how={},
                         replica_origins=["a", "b", "c", "d"], replica_rtt=[0.02, 0.03, 0.04, 0.06])
     plan = MdtpTuner().plan([128 * MIB], near).params["all"]
-    assert plan.lanes_per_replica() == (3, 3, 4, 6) and plan.pp == 1   # 8 MiB each: 23 windows
+    assert plan.lanes_per_replica() == (4, 4, 4, 6) and plan.pp == 1   # 7 MiB each: 20 windows
     assert MdtpTuner().plan([16 * MIB], near).params["all"].pp == 2     # 1 MiB each: 3 windows
     assert MdtpTuner(static_chunks=8 * MIB).plan([16 * MIB], near).params["all"].pp == 1  # the baseline
 
