@@ -20,8 +20,6 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import os
-import shutil
-import tempfile
 import threading
 import time
 import uuid
@@ -32,6 +30,7 @@ from dtune.accounting import OriginView, Snapshot
 from dtune.cluster import marker as markers
 from dtune.cluster import pieces as split
 from dtune.cluster.conduct import Conductor
+from dtune.cluster.local import Quiet, close_local, local_cluster
 from dtune.cluster.shard import cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.dataset import FileSpec, Piece
@@ -154,12 +153,12 @@ class Session:
         from distributed import Client
 
         own_cluster = own_client = None
-        quiet = _Quiet() if client is None else None  # (a caller's own client logs as they set it)
+        quiet = Quiet() if client is None else None  # (a caller's own client logs as they set it)
         try:
             began = time.monotonic()
             if client is None:
                 if self.plan.workers is not None:
-                    own_cluster = _local_cluster(self.plan.workers)
+                    own_cluster = local_cluster(self.plan.workers)
                     self.address = own_cluster.scheduler_address
                     own_client = client = Client(own_cluster, set_as_default=False)
                 else:
@@ -175,7 +174,7 @@ class Session:
             if own_client is not None:
                 own_client.close()
             if own_cluster is not None:
-                _close_local(own_cluster)
+                close_local(own_cluster)
             if quiet is not None:
                 quiet.restore()
 
@@ -466,26 +465,6 @@ class Session:
         return out
 
 
-class _Quiet:
-    """Silences distributed's loggers while dtune's own client and cluster run: they would print
-    tracebacks on stderr for what dtune reports in one line (a lost scheduler, a closed worker)."""
-
-    def __init__(self) -> None:
-        import logging
-        names = ["distributed", "tornado", "asyncio"] + [n for n in logging.root.manager.loggerDict
-                                                        if n.startswith("distributed.")]
-        self.levels = {}
-        for name in names:
-            log = logging.getLogger(name)
-            self.levels[name] = log.level
-            log.setLevel(logging.CRITICAL + 1)
-
-    def restore(self) -> None:
-        import logging
-        for name, level in self.levels.items():
-            logging.getLogger(name).setLevel(level)
-
-
 def conducted(plan) -> bool:  # noqa: ANN001
     """May the parent cap the nodes' connections? Only where the nodes' tuners search them: not
     when the user fixed cc and p, nor without the online search (``--no-online``, a paper tuner
@@ -503,33 +482,6 @@ def markers_error(node: str, problem: str) -> DtuneError:
 def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
     import dataclasses
     return dataclasses.replace(spec, piece=piece)
-
-
-def _local_cluster(n: int):  # noqa: ANN202 (a distributed.LocalCluster)
-    """``--workers N``: N worker processes of two threads each (a node's next shard starts while its
-    last one ends, ``LEAD``), their scratch space and the scheduler's in a ``dtune-dask-`` directory
-    that ``_close_local`` removes (Dask's default, ``dask-scratch-space`` in the temporary
-    directory, stays behind)."""
-    import dask
-    from distributed import LocalCluster
-
-    scratch = tempfile.mkdtemp(prefix="dtune-dask-")
-    try:
-        with dask.config.set({"temporary-directory": scratch}):
-            cluster = LocalCluster(n_workers=n, processes=True, threads_per_worker=2, host="127.0.0.1",
-                                   dashboard_address=None, silence_logs=50, local_directory=scratch)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    cluster.dtune_scratch = scratch
-    return cluster
-
-
-def _close_local(cluster) -> None:  # noqa: ANN001 (a distributed.LocalCluster from ``_local_cluster``)
-    try:
-        cluster.close()
-    finally:
-        shutil.rmtree(getattr(cluster, "dtune_scratch", ""), ignore_errors=True)
 
 
 async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,  # noqa: ANN001
