@@ -315,19 +315,20 @@ class MdtpTuner(Tuner):
         k = self.constants
         window = facts.tcp_buffer * k.window_fraction  # what one connection keeps in flight
         rtts_s = list(facts.replica_rtt) or [facts.rtt]
+        dataset = len(sizes) > k.dataset_files
         if self.static_chunks:
             start = [1] * replicas
         else:
             # each replica starts with the connections its window needs to carry its share of
-            # the bandwidth (at least start_rate): at 20-60 ms that is 3/3/4/6 on replicas4, at
-            # 520 ms 45 each, where 18 each left MDTP slower than the fastest replica alone (64)
-            dataset = len(sizes) > k.dataset_files
+            # the bandwidth (at least start_rate): at 20-60 ms that is 4/4/4/6 for one file on
+            # replicas4, at 520 ms 45 each, where 18 each left MDTP slower than the fastest
+            # replica alone (64)
             groups = k.dataset_groups if dataset else 1
             rate = max(k.start_rate, facts.bandwidth / (replicas * groups))
             least = k.start_lanes if dataset else k.file_start_lanes
             start = [min(k.max_lanes, max(least, math.ceil(rate * rtts_s[min(r, len(rtts_s) - 1)] / window)))
                      for r in range(replicas)]
-        if len(sizes) > k.dataset_files:
+        if dataset:
             # a dataset over replicas (docs/algorithms.md §3.9). pp 2 hides the
             # round trip between one file and the next, more groups give each replica more
             # connections from the start
