@@ -125,14 +125,14 @@ async def plan_tuning(plan: TransferPlan, specs: list, emit: EventSink, *,
     task) holds the mirrors' RTTs, measured while discovery ran.
     """
     replicas = max(1 + len(s.mirrors) for s in specs)
-    base = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
-                      max_partitions=plan.partitions, replicas=replicas, files=len(specs),
-                      sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
-                      model=plan.model)
     search = online_default(plan.tuner) if plan.online is None else plan.online
     limited = search and plan.options.limit_rate > 0
     if limited:  # the limit is the bottleneck: the goodput says nothing about the connections
         search = False
+    base = make_tuner(plan.tuner, fixed=plan.fixed(), max_cc=plan.max_cc,
+                      max_partitions=plan.partitions, replicas=replicas, files=len(specs),
+                      sla=plan.sla, min_throughput=plan.min_throughput_mbps, max_energy=plan.max_energy_j,
+                      model=plan.model, online=search)
     tuner = OnlineTuner(base, search=search, cap=plan.max_per_host, fixed=plan.fixed(),
                         constants=constants_for(plan.sla),
                         min_rate=(plan.min_throughput_mbps or 0.0) * 1e6 / 8)

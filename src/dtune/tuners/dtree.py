@@ -14,7 +14,17 @@ Algorithms 3 and 4 over that table:
    one round trip); that figure is used, and the median connect time the
    engine keeps (``snapshot.rtt``) at every re-tune.
 2. **Start.** θ from the table at (RTT bin, the median outcome bin) —
-   ``LookupTable.entry(rtt)`` — as §2.4 step 2 says.
+   ``LookupTable.entry(rtt)`` — as §2.4 step 2 says. One exception:
+   min-energy with the online search on top (``online``, dtune's default)
+   starts from the row's least-energy bin of a table built under the
+   floor. The median is the paper's first guess for a descent of minutes;
+   many transfers end before the first re-tune, so min-energy would spend
+   the median's energy throughout, and the online search, which holds the
+   throughput floor, keeps a lean start from starving. Max-throughput keeps
+   the median: its best bins are often a surface's extrapolation (a
+   one-stream θ "predicted" at the link rate); started there, it was
+   slower than from the median in 3 of 6 cells and faster in 2
+   (docs/algorithms.md §2.4).
 3. **Re-tune** first after ``first_retune`` (10 s), then every 10 / 20 / 30 s
    for small / medium / large datasets. The paper keys this period on the
    average file size (Algorithm 3, ``getTimeout(Dataset.AvgFileSize)``);
@@ -103,6 +113,8 @@ class DTreeTuner(Tuner):
     max_cc, max_partitions
                     for the ProMC fallback
     auto            chosen by ``--tuner auto``: label it so, and fall back quietly
+    online          the online search runs on top: min-energy starts from the least-energy bin,
+                    not the median (the module docstring, step 2)
     fixed           the user's explicit cc / p / pp, never changed
     """
 
@@ -110,7 +122,7 @@ class DTreeTuner(Tuner):
 
     def __init__(self, sla: str = "max-throughput", *, model: Any = None, min_throughput: float | None = None,
                  max_energy: float | None = None, constants: DTreeConstants | None = None,
-                 max_cc: int = 16, max_partitions: int = 2, auto: bool = False,
+                 max_cc: int = 16, max_partitions: int = 2, auto: bool = False, online: bool = False,
                  fixed: Fixed | Mapping[str, int] | None = None) -> None:
         super().__init__(fixed=fixed)
         if sla not in SLAS:
@@ -123,6 +135,7 @@ class DTreeTuner(Tuner):
         self.max_cc = max_cc
         self.max_partitions = max_partitions
         self.auto = auto
+        self.online = online
         self.name = "dtree"
         self.label = f"dtree {sla}"
 
@@ -188,7 +201,7 @@ class DTreeTuner(Tuner):
             table = model.table_for(self.attrs_, self.sla)
         else:
             table = model.build_table(self.attrs_, self.sla, min_throughput=floor, max_energy=ceiling)
-        start = table.entry(self.attrs_["rtt"])
+        start = self._start(table)
         if start is None:
             return self._fallback(sizes, facts, "the lookup table for this scenario is empty")
         self.table_ = table
@@ -208,13 +221,26 @@ class DTreeTuner(Tuner):
                  f"model {self.model_path_}: {ans.n_logs} matched logs (tree 1 path {list(ans.matched[0])}, "
                  f"tree 2 path {list(ans.matched[1])}); SLA answer {ans.theta} "
                  f"({_fmt(ans.throughput, 'Mbit/s')}, {_fmt(ans.energy, 'J')}, from {ans.basis})",
-                 f"start: table {self.sla} at RTT bin {table.rtt_bin(self.attrs_['rtt'])}, median "
-                 f"{table.outcome} bin {bin_label:g} → {start.theta} ({_fmt(start.throughput, 'Mbit/s')}, "
+                 f"start: table {self.sla} at RTT bin {table.rtt_bin(self.attrs_['rtt'])}, "
+                 f"{'least' if self._least_first() else 'median'} {table.outcome} bin {bin_label:g} → "
+                 f"{start.theta} ({_fmt(start.throughput, 'Mbit/s')}, "
                  f"{_fmt(start.energy, 'J')} predicted)",
                  f"re-tune after {self.constants.first_retune:g} s, then every {self.period_:g} s "
                  f"({self.size_class_} files)"]
         notes += [f"model note: {n}" for n in ans.notes]
         return TunerPlan(["all"] * len(sizes), {"all": params}, notes)
+
+    def _start(self, table: Any) -> Any:
+        """The first entry: the RTT row's median bin (the paper), or its least-energy bin (``online``
+        min-energy)."""
+        entry = table.entry(self.attrs_["rtt"])
+        if entry is None or not self._least_first():
+            return entry
+        row = self._row_of(table, self.attrs_["rtt"])
+        return row[min(row)]
+
+    def _least_first(self) -> bool:
+        return self.online and self.sla == "min-energy"
 
     def _reference_bytes(self, model: Any) -> float | None:
         """Median dataset size (bytes) of the history's transfers this request matches."""
@@ -240,9 +266,12 @@ class DTreeTuner(Tuner):
         return math.nan
 
     def _row(self, rtt_ms: float) -> dict:
-        t = self.table_
-        want = t.rtt_bin(rtt_ms)
-        return t.entries[min(t.entries, key=lambda b: (abs(b - want), b))]
+        return self._row_of(self.table_, rtt_ms)
+
+    @staticmethod
+    def _row_of(table: Any, rtt_ms: float) -> dict:
+        want = table.rtt_bin(rtt_ms)
+        return table.entries[min(table.entries, key=lambda b: (abs(b - want), b))]
 
     # -- online -----------------------------------------------------------------------------
 

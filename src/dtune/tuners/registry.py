@@ -36,6 +36,7 @@ class Request:
     min_throughput: float | None = None
     max_energy: float | None = None
     model: str | None = None
+    online: bool = False                # the online search runs on top of the tuner
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +75,7 @@ def _dtree(req: Request, *, auto: bool = False) -> Tuner:
     from dtune.tuners.dtree import DTreeTuner
     return DTreeTuner(req.sla or "max-throughput", model=req.model, min_throughput=req.min_throughput,
                       max_energy=req.max_energy, max_cc=req.max_cc, max_partitions=req.max_partitions,
-                      auto=auto, fixed=req.fixed)
+                      auto=auto, online=req.online, fixed=req.fixed)
 
 
 def _golike(req: Request) -> Tuner:
@@ -134,13 +135,13 @@ DEFAULT = "auto"
 def make_tuner(name: str, *, fixed: Fixed | Mapping[str, int] | None = None, max_cc: int = 16,
                max_partitions: int = 2, replicas: int = 1, files: int = 1, sla: str | None = None,
                min_throughput: float | None = None, max_energy: float | None = None,
-               model: str | None = None) -> Tuner:
+               model: str | None = None, online: bool = False) -> Tuner:
     """The tuner called ``name`` for this request (see ``Request`` for the arguments)."""
     entry = BY_NAME.get(name)
     if entry is None:
         raise ValueError(f"unknown tuner {name!r} (known: {', '.join(TUNERS)})")
     req = Request(Fixed.of(fixed), max_cc, max_partitions, replicas, files, sla, min_throughput,
-                  max_energy, model)
+                  max_energy, model, online)
     return entry.build(req)
 
 

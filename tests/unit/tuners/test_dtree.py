@@ -1,6 +1,7 @@
 """The online decision-tree tuner on plain snapshots and a small synthetic model.
 
-Proves: the start θ is the table's median bin; re-tunes come first after 10 s,
+Proves: the start θ is the table's median bin (min-energy under the online
+search: its least-energy bin); re-tunes come first after 10 s,
 then every 10 / 20 / 30 s by average file size; a period as predicted moves
 to the best bin, a shortfall to a lower one; min-energy reads the meter and
 keeps the throughput floor; no model answer means ProMC, said in the notes;
@@ -75,6 +76,34 @@ def test_start_theta_is_the_median_bin_of_the_table(model):
     assert (p.cc, p.p, p.pp, p.cpu_num) == (start.theta.cc, start.theta.p, start.theta.pp, start.theta.cpu_num)
     assert start.theta != table.entries[table.rtt_bin(40.0)][max(table.entries[table.rtt_bin(40.0)])].theta
     assert any("median" in n for n in plan.notes) and any("3 s probe" in n for n in plan.notes)
+
+
+def test_under_the_online_search_min_energy_starts_at_the_least_energy_bin_of_the_floor_table(model):
+    floor = 30.0
+    tuner = DTreeTuner("min-energy", model=model, min_throughput=floor, online=True)
+    plan = tuner.plan(HTML, FACTS)
+    table = model.build_table(tuner.attrs_, "min-energy", min_throughput=floor)
+    row = table.entries[table.rtt_bin(40.0)]
+    least, median = row[min(row)], table.entry(40.0)
+    assert least.theta != median.theta                 # the two starts differ in this model
+    p = plan.params["all"]
+    assert (p.cc, p.p, p.pp, p.cpu_num) == (least.theta.cc, least.theta.p, least.theta.pp, least.theta.cpu_num)
+    assert least.throughput >= floor
+    assert any("least energy bin" in n for n in plan.notes)
+    # the paper's tuner alone (--no-online) starts at the median, as does max-throughput either way
+    alone = DTreeTuner("min-energy", model=model, min_throughput=floor).plan(HTML, FACTS).params["all"]
+    assert (alone.cc, alone.pp, alone.cpu_num) == (median.theta.cc, median.theta.pp, median.theta.cpu_num)
+    mt = model.table_for(tuner.attrs_, "max-throughput").entry(40.0).theta
+    got = DTreeTuner(model=model, online=True).plan(HTML, FACTS).params["all"]
+    assert (got.cc, got.pp, got.cpu_num) == (mt.cc, mt.pp, mt.cpu_num)
+
+
+def test_make_tuner_tells_the_tree_whether_the_online_search_runs(model, tmp_path):
+    path = tmp_path / "model.json"
+    model.save(path)
+    on = make_tuner("dtree", sla="min-energy", model=str(path), online=True)
+    off = make_tuner("auto", sla="min-energy", model=str(path))
+    assert (on.online, off.online) == (True, False)
 
 
 @pytest.mark.parametrize(("avg", "size_class", "period"), [
