@@ -7,6 +7,7 @@ over time) and Table III (model build times), on dtune's emulated WAN.
 
     python benchmarks/dtree_energy.py                      # the full run (~30 min), results in --out
     python benchmarks/dtree_energy.py --quick              # 1 run, the first profile (~2 min)
+    python benchmarks/dtree_energy.py --part oracle        # only the history's best θ per cell (~10 min)
     python benchmarks/dtree_energy.py --from DIR           # tables and plots again from DIR/results.json
     python benchmarks/dtree_energy.py --from DIR --write-docs   # ... and replace the section in docs/benchmarks.md
 
@@ -60,7 +61,11 @@ DTUNE_TOOLS = {
     "ditacchio-energy": ["--tuner", "ditacchio-energy"],
     # diagnostic: the model's own max-throughput answer (Algorithm 2, no table, no re-tune) run as fixed θ
     "dtree-answer": ["--tuner", "static"],
+    # the oracle: the history's k-th fastest distinct θ on this very cell, run as fixed θ
+    **{f"oracle-{k}": ["--tuner", "static"] for k in (1, 2, 3)},
 }
+ORACLE = ("oracle-1", "oracle-2", "oracle-3")
+HISTORY = ROOT / "src/dtune/data/sweep-history.csv"
 _MODELS: dict[str, Any] = {}
 
 
@@ -73,6 +78,30 @@ def model_answer(model: str, files: list[tuple[str, int]], profile) -> Any:
     attrs = {"avg_file_size": sum(sizes) / len(sizes), "file_count": len(sizes), "rtt": profile.rtt_ms,
              "buf": profile.tcp_buffer, "bandwidth": profile.rate_mbit}
     return _MODELS[model].answer(attrs, "max-throughput").theta
+
+
+def history_top(profile: str, dataset: str, k: int, log: Path = HISTORY) -> Any:
+    """The k-th fastest distinct θ (1 = fastest) of the sweep log's runs of this profile and dataset,
+    by the throughput that run measured: the θ the history says is best here, before any model."""
+    import csv
+
+    from dtune.model.search import Theta
+    seen: dict[tuple, float] = {}
+    with log.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            sweep = json.loads(row["tuner_settings"]).get("sweep", {})
+            if sweep.get("profile") != profile or sweep.get("dataset") != dataset:
+                continue
+            th = sweep["theta"]
+            key = (th["cc"], th["p"], th["pp"], th.get("cpu_num"))
+            seen[key] = max(seen.get(key, 0.0), float(row["throughput_mbps"]))
+    ranked = sorted(seen, key=lambda key: -seen[key])
+    if len(ranked) < k:
+        return None
+    cc, p, pp, cores = ranked[k - 1]
+    return Theta(cc, p, pp, cores, None)
+
+
 PEERS = ("curl", "wget")
 
 
@@ -90,6 +119,7 @@ class Experiment:
     floor_fraction: float = 0.4
     throttled: list[dict] = field(default_factory=list)   # runs on a link slower than the tuners are told
     answer_runs: int = 2          # diagnostic part "answer": the model's answer as fixed θ, next to the tuners
+    oracle_runs: int = 3          # part "oracle": the history's three best θ per cell, next to the tuners
 
 
 def load(path: Path) -> Experiment:
@@ -116,13 +146,14 @@ def floor_mbps(exp: Experiment, profile) -> float:
 
 
 def command(tool: str, base: str, files: list[tuple[str, int]], outdir: Path, workdir: Path, profile,
-            model: str, exp: Experiment) -> tuple[list[str], str | None, str]:
+            model: str, exp: Experiment, dataset: str = "") -> tuple[list[str], str | None, str]:
     """argv, cwd and output layout of one run."""
     if tool in DTUNE_TOOLS:
         argv = [sys.executable, "-m", "dtune", "get", base, "-o", str(outdir), *DTUNE_TOOLS[tool],
                 "--bandwidth", f"{profile.rate_mbit:g}M", "--no-history", "--json", "--no-progress"]
-        if tool == "dtree-answer":
-            theta = model_answer(model, files, profile)
+        if tool == "dtree-answer" or tool in ORACLE:
+            theta = (model_answer(model, files, profile) if tool == "dtree-answer" else
+                     history_top(profile.name, dataset, int(tool.rsplit("-", 1)[1])))
             argv += ["--cc", str(theta.cc), "-p", str(theta.p), "--pp", str(theta.pp)]
             if theta.cpu_num and theta.cpu_num < len(os.sched_getaffinity(0)):
                 cpus = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:theta.cpu_num])
@@ -249,7 +280,8 @@ def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, e
         outdir, workdir = rundir / "out", rundir / "lists"
         outdir.mkdir()
         workdir.mkdir()
-        argv, cwd, layout = command(tool, base, ds["files"], outdir, workdir, profile, model, exp)
+        argv, cwd, layout = command(tool, base, ds["files"], outdir, workdir, profile, model, exp,
+                                    ds["name"])
         log = rundir / "client.log"
         res = run_client(tb, argv, cwd=cwd, log=log, timeout=exp.timeout_s)
         verdict = verify_output(expected_paths(layout, outdir, [r for r, _ in ds["files"]]), ds["digests"])
@@ -325,7 +357,7 @@ def build_times(log_csv: Path) -> list[dict]:
 
 
 def run_experiment(exp: Experiment, model: str, out: Path, *,
-                   parts: tuple[str, ...] = ("main", "throttled", "answer"),
+                   parts: tuple[str, ...] = ("main", "throttled", "answer", "oracle"),
                    echo=print) -> dict:
     from dtune.bench.sweep import profile_testbed
     from dtune.testbed.testbed import check_host
@@ -347,6 +379,9 @@ def run_experiment(exp: Experiment, model: str, out: Path, *,
         if "answer" in parts:
             plan += [(p, p.rate_mbit, rep, d, tool, "answer") for p in exp.profiles for rep in range(exp.answer_runs)
                      for d in datasets for tool in _rotate(["dtree-answer", "dtree-max", "ditacchio-max"], rep)]
+        if "oracle" in parts:
+            plan += [(p, p.rate_mbit, rep, d, tool, "oracle") for p in exp.profiles for rep in range(exp.oracle_runs)
+                     for d in datasets for tool in _rotate([*ORACLE, "dtree-max", "ditacchio-max"], rep)]
         if "throttled" in parts:
             profiles = {p.name: p for p in exp.profiles}
             for t in exp.throttled:
@@ -380,7 +415,7 @@ def _rotate(items: list[str], k: int) -> list[str]:
 
 
 def _save(out: Path, exp: Experiment, model: str, runs: list[Run], table3: list[dict] | None,
-          started: float, parts: tuple[str, ...] = ("main", "throttled", "answer")) -> dict:
+          started: float, parts: tuple[str, ...] = ("main", "throttled", "answer", "oracle")) -> dict:
     """Write results.json; runs of parts not run now are kept from the file (``--part``)."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "results.json"
@@ -430,6 +465,7 @@ def summarize(data: dict) -> dict:
     for key in dict.fromkeys((r["profile"], r["dataset"], r["tool"]) for r in ans_runs):
         group = [r for r in ans_runs if (r["profile"], r["dataset"], r["tool"]) == key]
         answer[key] = {**_cell(group), "theta": (group[0]["notes"] or [""])[0].removeprefix("static: ")}
+    oracle = _oracle(data)
     tgt: dict[str, Any] = {"throughput": {}, "energy": {}, "t90": {}}
     for d in datasets:
         ratios = []
@@ -458,7 +494,63 @@ def summarize(data: dict) -> dict:
                 if (p, d, tool) in med:
                     tgt["t90"].setdefault(f"{p} / {d}", {})[tool] = med[(p, d, tool)]["t90_s"]
     return {"medians": med, "profiles": profiles, "datasets": datasets, "throttled": throttled, "answer": answer,
-            "targets": tgt}
+            "oracle": oracle, "targets": tgt}
+
+
+def _oracle(data: dict) -> dict:
+    """Per cell of the "oracle" part: the fastest of the history's best θ (median of its runs), Di
+    Tacchio max and dtree max beside it, and the ceiling the link itself sets on the ratio."""
+    runs = [r for r in data["runs"] if r["experiment"] == "oracle" and r["verified"]]
+    rates = {x["name"]: x["rate_mbit"] for x in data["meta"]["profiles"]}
+    out: dict[tuple, dict] = {}
+    for p, d in dict.fromkeys((r["profile"], r["dataset"]) for r in runs):
+        cell = {tool: _cell([r for r in runs if (r["profile"], r["dataset"], r["tool"]) == (p, d, tool)])
+                for tool in (*ORACLE, "dtree-max", "ditacchio-max")}
+        tried = [t for t in ORACLE if cell[t]["n"]]
+        dt = cell["ditacchio-max"]["mbps_transfer"]
+        if not tried or not dt:
+            continue
+        best = max(tried, key=lambda t: cell[t]["mbps_transfer"] or 0)
+        theta = next((r["notes"][0].removeprefix("static: ") for r in runs
+                      if (r["profile"], r["dataset"], r["tool"]) == (p, d, best) and r["notes"]), best)
+        out[(p, d)] = {"theta": theta, "best": cell[best]["mbps_transfer"], "ditacchio": dt,
+                       "dtree": cell["dtree-max"]["mbps_transfer"], "n": cell[best]["n"],
+                       "ratio": cell[best]["mbps_transfer"] / dt,
+                       "dtree_ratio": (cell["dtree-max"]["mbps_transfer"] or 0) / dt,
+                       "link_ratio": rates.get(p, 0) / dt}
+    return out
+
+
+def _oracle_lines(o: dict) -> list[str]:
+    """The oracle part's table and its aggregate (``_oracle``)."""
+    lines = ["", "### The best θ the history knows (an oracle for the θ the tree can choose)", "",
+             "`oracle-1..3` run `--tuner static` with the three fastest distinct θ that the sweep log "
+             "(the model's own history) measured on this very cell (cpu_num by `taskset`), next to dtree "
+             "max and Di Tacchio max, interleaved. The tree answers with a θ its logs rank; the three they "
+             "rank fastest on the very cell show how far a perfect choice among them goes. *link* = the "
+             "link rate over Di Tacchio's: more than any tool can reach.", "",
+             "| profile | dataset | best θ | its Mbit/s | ditacchio-max Mbit/s | best / Di Tacchio | "
+             "dtree-max / Di Tacchio | link / Di Tacchio |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for (p, d), v in o.items():
+        lines.append(f"| {p} | {d} | {v['theta']} | {_f(v['best'])} | {_f(v['ditacchio'])} | "
+                     f"{v['ratio']:.2f} | {v['dtree_ratio']:.2f} | {v['link_ratio']:.2f} |")
+    best = _grid_mean({k: v["ratio"] for k, v in o.items()})
+    dtree = _grid_mean({k: v["dtree_ratio"] for k, v in o.items()})
+    # generous: a cell whose whole link rate is under 1.2 × Di Tacchio counted at that rate
+    bound = _grid_mean({k: v["link_ratio"] if v["link_ratio"] < 1.2 else v["ratio"] for k, v in o.items()})
+    lines += ["", f"Mean over profiles, then over datasets, as the target is taken: the history's best θ "
+                  f"**{best:.2f}×** Di Tacchio max, dtree max {dtree:.2f}×. Counting every cell whose link "
+                  f"carries less than 1.2 × Di Tacchio at the link's whole rate (more than any tool reached "
+                  f"there) and the others at their best θ: **{bound:.2f}×**."]
+    return lines
+
+
+def _grid_mean(cells: dict[tuple, float]) -> float:
+    """Mean over profiles for each dataset, then over datasets (the target's aggregate)."""
+    per: dict[str, list[float]] = {}
+    for (_, d), x in cells.items():
+        per.setdefault(d, []).append(x)
+    return statistics.mean(statistics.mean(v) for v in per.values())
 
 
 def _cell(v: list[dict]) -> dict:
@@ -606,6 +698,8 @@ def section(data: dict, s: dict, images: list[str], img_prefix: str) -> str:
             if a:
                 lines.append(f"| {p} | {d} | {a['theta']} | {_f(a['mbps_transfer'])} | "
                              f"{_f(b_ and b_['mbps_transfer'])} | {_f(c and c['mbps_transfer'])} |")
+    if s["oracle"]:
+        lines += _oracle_lines(s["oracle"])
     t = s["targets"]
     lines += ["", "### Targets", "", "| target | result |", "|---|---|"]
     thr = [x for x in t["throughput"].values() if x is not None]
@@ -689,7 +783,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="repetitions (default: the scenario's)")
     ap.add_argument("--out", help="results directory (default /tmp/dtune-dtree-energy-<time>)")
     ap.add_argument("--quick", action="store_true", help="1 run, the first profile")
-    ap.add_argument("--part", choices=("all", "main", "throttled", "answer"), default="all",
+    ap.add_argument("--part", choices=("all", "main", "throttled", "answer", "oracle"), default="all",
                     help="run only the main grid or only the throttled-link runs (results merge into --out)")
     ap.add_argument("--from", dest="from_dir", help="regenerate tables and plots from DIR/results.json")
     ap.add_argument("--write-docs", action="store_true",
@@ -705,7 +799,7 @@ def main() -> int:
         if args.quick:
             exp.runs, exp.profiles, exp.throttled = 1, exp.profiles[:1], []
         out = Path(args.out or f"/tmp/dtune-dtree-energy-{time.strftime('%Y%m%d-%H%M%S')}")
-        parts = ("main", "throttled", "answer") if args.part == "all" else (args.part,)
+        parts = ("main", "throttled", "answer", "oracle") if args.part == "all" else (args.part,)
         data = run_experiment(exp, args.model, out, parts=parts)
         log = ROOT / "src/dtune/data/sweep-history.csv"
         if log.exists():
