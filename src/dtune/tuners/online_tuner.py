@@ -93,6 +93,13 @@ class OnlineTuner(Tuner):
             tplan.notes.append(f"online: the tuner's θ is {theta} connections; the path's BDP "
                                f"({facts.bdp / 1e3:.0f} KB) needs {need} window(s) of {window / 1e3:.0f} KB: "
                                f"starting from {start}")
+        elif searching and theta < min(need, cap) and facts.how.get("bandwidth") == "given":
+            # fewer windows than the given bandwidth needs cannot carry it: the search's first step
+            # would be up anyway, one measurement window later (an assumed bandwidth lifts nothing)
+            start = min(need, cap)
+            tplan.notes.append(f"online: the tuner's θ is {theta} connection(s); the given bandwidth × RTT "
+                               f"({facts.bdp / 1e3:.0f} KB) needs {need} window(s) of {window / 1e3:.0f} KB: "
+                               f"starting from {start}")
         self.search_ = OnlineSearch(start, cap=cap, window=window, constants=self.constants,
                                     floor_rate=self.min_rate, realize=self._realize)
         if not searching:

@@ -396,6 +396,24 @@ def test_the_search_starts_from_no_more_than_four_times_the_windows_the_bdp_need
     assert abs(total_lanes(paper.params) - min(theta, 64)) <= 3  # --no-online: the tuner's θ, capped
 
 
+@pytest.mark.parametrize(("rate", "rtt", "how", "start"), [
+    (100e6, 0.045, "given", 2),       # 562 KB of BDP, windows of 0.7 × 450 KiB: two
+    (1e9, 0.040, "given", 14),        # 5 MB, windows of 367 KB
+    (100e6, 0.045, "assumed", 1),     # an assumed bandwidth lifts nothing
+])
+def test_a_theta_below_the_windows_a_given_bandwidth_needs_starts_at_that_need(rate, rtt, how, start):
+    from dtune.tuners.static import StaticTuner
+    facts = NetworkFacts(rtt=rtt, bandwidth=rate / 8, tcp_buffer=460800 if rate < 1e9 else 512 * 1024,
+                         how={"bandwidth": how})
+    sizes = [50 << 20]
+    assert total_lanes(StaticTuner(budget=1).plan(sizes, facts).params) == 1
+    plan = OnlineTuner(StaticTuner(budget=1)).plan(sizes, facts)
+    assert total_lanes(plan.params) == start
+    assert any(f"starting from {start}" in n for n in plan.notes) == (start > 1), plan.notes
+    paper = OnlineTuner(StaticTuner(budget=1), search=False).plan(sizes, facts)
+    assert total_lanes(paper.params) == 1                              # --no-online: the tuner's θ
+
+
 def test_the_tuner_starts_from_its_bases_plan_and_emits_each_step_with_its_measurement():
     tuner = OnlineTuner(HeuristicTuner("promc"))
     plan = tuner.plan([1 << 30], FACTS)
