@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
-import sys
 
 import pytest
-from support.paths import REPO
-
-SCRIPT = REPO / "benchmarks" / "dtree_energy.py"
+from support.paths import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def de():
-    spec = importlib.util.spec_from_file_location("dtree_energy", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["dtree_energy"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["dtree_energy"]
+    with benchmark_script("dtree_energy") as module:
+        yield module
 
 
 def _log(path, rows):

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 
 import pytest
-from support.paths import REPO
-
-SCRIPT = REPO / "benchmarks" / "scale_sim.py"
+from support.paths import benchmark_script
 
 
 @pytest.fixture(scope="module")
 def sim():
-    spec = importlib.util.spec_from_file_location("scale_sim", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scale_sim"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["scale_sim"]
+    with benchmark_script("scale_sim") as module:
+        yield module
 
 
 def test_the_limit_moves_from_the_nics_to_the_shared_cap(sim) -> None:
