@@ -41,6 +41,7 @@ shared machine spreads over all tools.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -83,23 +84,29 @@ def model_answer(model: str, files: list[tuple[str, int]], profile) -> Any:
 def history_top(profile: str, dataset: str, k: int, log: Path = HISTORY) -> Any:
     """The k-th fastest distinct θ (1 = fastest) of the sweep log's runs of this profile and dataset,
     by the throughput that run measured: the θ the history says is best here, before any model."""
-    import csv
-
     from dtune.model.search import Theta
-    seen: dict[tuple, float] = {}
-    with log.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            sweep = json.loads(row["tuner_settings"]).get("sweep", {})
-            if sweep.get("profile") != profile or sweep.get("dataset") != dataset:
-                continue
-            th = sweep["theta"]
-            key = (th["cc"], th["p"], th["pp"], th.get("cpu_num"))
-            seen[key] = max(seen.get(key, 0.0), float(row["throughput_mbps"]))
-    ranked = sorted(seen, key=lambda key: -seen[key])
+    ranked = _history_ranked(log).get((profile, dataset), [])
     if len(ranked) < k:
         return None
     cc, p, pp, cores = ranked[k - 1]
     return Theta(cc, p, pp, cores, None)
+
+
+@functools.cache
+def _history_ranked(log: Path) -> dict[tuple[str, str], list[tuple]]:
+    """(profile, dataset) → its distinct (cc, p, pp, cpu_num), fastest run first (the log read once)."""
+    import csv
+    best: dict[tuple[str, str], dict[tuple, float]] = {}
+    with log.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            sweep = json.loads(row["tuner_settings"]).get("sweep", {})
+            if "theta" not in sweep:
+                continue
+            th = sweep["theta"]
+            seen = best.setdefault((sweep.get("profile"), sweep.get("dataset")), {})
+            key = (th["cc"], th["p"], th["pp"], th.get("cpu_num"))
+            seen[key] = max(seen.get(key, 0.0), float(row["throughput_mbps"]))
+    return {cell: sorted(seen, key=lambda key: -seen[key]) for cell, seen in best.items()}
 
 
 PEERS = ("curl", "wget")

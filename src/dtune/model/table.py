@@ -59,13 +59,18 @@ class LookupTable:
     def rtt_bin(self, rtt_ms: float) -> int:
         return math.floor(rtt_ms / self.rtt_bin_ms)
 
+    def row(self, rtt_ms: float) -> dict[float, TableEntry]:
+        """The entries by outcome bin of the RTT row nearest a measured RTT (ms); {} for an empty table."""
+        if not self.entries:
+            return {}
+        want = self.rtt_bin(rtt_ms)
+        return self.entries[min(self.entries, key=lambda b: (abs(b - want), b))]
+
     def entry(self, rtt_ms: float, value: float | None = None) -> TableEntry | None:
         """The entry for a measured RTT (ms) and outcome (throughput Mbit/s or energy J; None: median bin)."""
-        if not self.entries:
+        row = self.row(rtt_ms)
+        if not row:
             return None
-        want = self.rtt_bin(rtt_ms)
-        k = min(self.entries, key=lambda b: (abs(b - want), b))
-        row = self.entries[k]
         labels = sorted(row)
         if value is None:
             return row[labels[(len(labels) - 1) // 2]]

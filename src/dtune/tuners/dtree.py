@@ -233,11 +233,10 @@ class DTreeTuner(Tuner):
     def _start(self, table: Any) -> Any:
         """The first entry: the RTT row's median bin (the paper), or its least-energy bin (``online``
         min-energy)."""
-        entry = table.entry(self.attrs_["rtt"])
-        if entry is None or not self._least_first():
-            return entry
-        row = self._row_of(table, self.attrs_["rtt"])
-        return row[min(row)]
+        if not self._least_first():
+            return table.entry(self.attrs_["rtt"])
+        row = table.row(self.attrs_["rtt"])
+        return row[min(row)] if row else None
 
     def _least_first(self) -> bool:
         return self.online and self.sla == "min-energy"
@@ -266,12 +265,7 @@ class DTreeTuner(Tuner):
         return math.nan
 
     def _row(self, rtt_ms: float) -> dict:
-        return self._row_of(self.table_, rtt_ms)
-
-    @staticmethod
-    def _row_of(table: Any, rtt_ms: float) -> dict:
-        want = table.rtt_bin(rtt_ms)
-        return table.entries[min(table.entries, key=lambda b: (abs(b - want), b))]
+        return self.table_.row(rtt_ms)
 
     # -- online -----------------------------------------------------------------------------
 
