@@ -2,7 +2,10 @@
 
 Transfer code only bumps integers on the objects it already holds
 (``Meter.bytes += n`` on a lane, ``FileState.received``); it never computes
-a rate. ``Accounting.tick(now)`` — called once a second by the engine with
+a rate. Everything else it tells ``Accounting`` through a method named for
+what happened (``file_done``, ``file_skipped``, ``retry``, ``size_learned``,
+``connection_opened`` …); nothing outside this module writes its fields.
+``Accounting.tick(now)`` — called once a second by the engine with
 its clock — turns counter deltas into smoothed rates, and ``snapshot(now)``
 returns a plain, JSON-ready picture that tuners, the progress display,
 ``--json`` events and benchmarks read.
@@ -52,6 +55,19 @@ class Rate:
         self.inst = (counter - self.last_value) / dt
         self.value = self.inst if self.value == 0.0 else alpha * self.inst + (1 - alpha) * self.value
         self.last_value, self.last_time = counter, now
+
+
+class PartitionTotals:
+    """What one partition holds and how far it got (the counters behind its ``PartitionView``)."""
+
+    __slots__ = ("bytes_total", "files_total", "files_done", "bytes_resumed", "params")
+
+    def __init__(self, bytes_total: int, files_total: int, params: Params) -> None:
+        self.bytes_total = bytes_total
+        self.files_total = files_total
+        self.files_done = 0
+        self.bytes_resumed = 0
+        self.params = params
 
 
 @dataclass(slots=True)
@@ -120,16 +136,68 @@ class Accounting:
         self.files_failed = 0
         self.retries = 0
         self.rtts: deque[float] = deque(maxlen=64)
-        # name → [bytes_total, files_total, files_done, bytes_resumed]
-        self.partition_totals: dict[str, list[int]] = {}
-        self.partition_params: dict[str, Params] = {}
+        self.partitions: dict[str, PartitionTotals] = {}
         self._rate = Rate()
         self._partition_rates: dict[str, Rate] = {}
         self._origin_rates: dict[str, Rate] = {}
         self._retired_bytes: dict[tuple[str, str], list[int]] = {}  # (origin, partition) → [bytes, requests]
         self.open_connections = 0
-        self.rtt_live: float | None = None  # refreshed by the engine at each control tick
+        self.rtt_live: float | None = None  # refreshed by the engine at each control tick (``live``)
         self.stalled = False                # … and so is this
+
+    # ---- what the engine tells it ------------------------------------------
+    def dataset(self, bytes_total: int | None, files: int) -> None:
+        """The transfer's size (None: not every file's size is known yet) and file count."""
+        self.bytes_total = bytes_total
+        self.files_total = files
+
+    def partition(self, name: str, params: Params, *, bytes_total: int, files: int) -> None:
+        """A partition of ``files`` files, ``bytes_total`` bytes, fetched with ``params``."""
+        self.partitions[name] = PartitionTotals(bytes_total, files, params)
+
+    def params_changed(self, name: str, params: Params) -> None:
+        self.partitions[name].params = params
+
+    def resumed(self, partition: str, nbytes: int) -> None:
+        """``nbytes`` of a file were on disk already (an earlier run's journal)."""
+        self.bytes_resumed += nbytes
+        self.partitions[partition].bytes_resumed += nbytes
+
+    def file_skipped(self, partition: str, size: int) -> None:
+        """A file complete in place (at the start, or a 304): its bytes count as resumed."""
+        self.files_skipped += 1
+        self.resumed(partition, size)
+        self.partitions[partition].files_done += 1
+
+    def file_done(self, partition: str) -> None:
+        """A file verified and renamed into place."""
+        self.files_done += 1
+        self.partitions[partition].files_done += 1
+
+    def file_failed(self) -> None:
+        self.files_failed += 1
+
+    def retry(self) -> None:
+        """A request is asked again after a failure (or a retry was refused and still counts)."""
+        self.retries += 1
+
+    def size_learned(self, partition: str, size: int, bytes_total: int | None) -> None:
+        """A file's size became known (``size`` bytes); ``bytes_total``: the transfer's size now
+        (None: still unknown)."""
+        self.bytes_total = bytes_total
+        self.partitions[partition].bytes_total += size
+
+    def connection_opened(self) -> None:
+        self.open_connections += 1
+
+    def connection_closed(self) -> None:
+        self.open_connections -= 1
+
+    def live(self, rtt: float | None, stalled: bool) -> None:
+        """The control tick's view of the path: the kernel's RTT of the connections receiving, and
+        whether the transfer is stalled."""
+        self.rtt_live = rtt
+        self.stalled = stalled
 
     # ---- registration (engine) -------------------------------------------
     def meter(self, origin: str, partition: str) -> Meter:
@@ -187,15 +255,15 @@ class Accounting:
         for m in self.meters:
             lanes_by_part[m.partition] = lanes_by_part.get(m.partition, 0) + 1
         parts = {}
-        for name, (ptotal, pfiles, pdone, presumed) in self.partition_totals.items():
+        for name, p in self.partitions.items():
             got = by_part.get(name, 0)
             prate = self._partition_rates.get(name, Rate()).value
-            left = max(0, ptotal - presumed - got)
+            left = max(0, p.bytes_total - p.bytes_resumed - got)
             parts[name] = PartitionView(
-                bytes=got, bytes_resumed=presumed, bytes_total=ptotal, rate=prate,
+                bytes=got, bytes_resumed=p.bytes_resumed, bytes_total=p.bytes_total, rate=prate,
                 eta=(left / prate if prate > 0 else None) if left else 0.0,
-                files_total=pfiles, files_done=pdone, lanes=lanes_by_part.get(name, 0),
-                params=self.partition_params[name])
+                files_total=p.files_total, files_done=p.files_done, lanes=lanes_by_part.get(name, 0),
+                params=p.params)
         origins = {name: OriginView(v[0], v[1], self._origin_rates.get(name, Rate()).value)
                    for name, v in by_origin.items()}
         rtt = self.rtt_median()

@@ -169,7 +169,7 @@ class Engine(FileReports):
             old = part.params
             part.params = new
             if self.acct is not None:
-                self.acct.partition_params[name] = new
+                self.acct.params_changed(name, new)
             if self._loop is not None:
                 self._reshape(part, drain=drain)
             if new != old:
@@ -220,24 +220,18 @@ class Engine(FileReports):
         update = self.options.update
         states = await asyncio.to_thread(lambda: [f.resume_state(update) for f in self.files])
         sizes_known = all(f.size is not None for f in self.files)
-        acct.bytes_total = sum(f.wanted or 0 for f in self.files) if sizes_known else None
-        acct.files_total = len(self.files)
+        acct.dataset(sum(f.wanted or 0 for f in self.files) if sizes_known else None, len(self.files))
         for name, part in self.partitions.items():
-            acct.partition_totals[name] = [sum(f.wanted or 0 for f in part.files), len(part.files), 0, 0]
-            acct.partition_params[name] = part.params
+            acct.partition(name, part.params, bytes_total=sum(f.wanted or 0 for f in part.files),
+                           files=len(part.files))
         for f, state in zip(self.files, states, strict=True):
-            totals = acct.partition_totals[f.partition]
             if state == "skip":
                 f.status = "skipped"
-                acct.files_skipped += 1
-                acct.bytes_resumed += f.size or 0
-                totals[2] += 1
-                totals[3] += f.size or 0
+                acct.file_skipped(f.partition, f.size or 0)
                 self._emit("file_done", file=f.relpath, size=f.size, skipped=True, **verified_by(f))
                 continue
             if state == "resume":
-                acct.bytes_resumed += f.resumed
-                totals[3] += f.resumed
+                acct.resumed(f.partition, f.resumed)
             else:
                 f.journaled = f.size is None or f.size > self.options.split_threshold or f.piece is not None
             f.plan()
@@ -352,7 +346,7 @@ class Engine(FileReports):
             if lane.conn is not None:
                 lane.conn.close()
                 lane.conn = None
-                self.acct.open_connections -= 1
+                self.acct.connection_closed()
             self._drop_lane(lane)
 
     async def _fill(self, lane: Lane) -> None:
@@ -396,7 +390,7 @@ class Engine(FileReports):
         if lane.conn is not None:
             lane.conn.close()
             lane.conn = None
-            self.acct.open_connections -= 1
+            self.acct.connection_closed()
         origin: Origin = job.origin
         if not self.gate.admit(lane, origin):  # at the cap: wait for a connection to close
             self._unassign(job)
@@ -418,7 +412,7 @@ class Engine(FileReports):
         self.acct.add_rtt(conn.connect_seconds if conn.connect_seconds is not None else self.now() - started)
         lane.conn = conn
         lane.meter.origin = str(origin)
-        self.acct.open_connections += 1
+        self.acct.connection_opened()
         if lane.retiring or job.file.status not in ("queued", "active"):
             self._unassign(job)
             return False
@@ -431,7 +425,7 @@ class Engine(FileReports):
             conn = lane.conn
             if conn is not None and conn.origin == origin and not conn.in_flight:
                 lane.conn = None
-                self.acct.open_connections -= 1
+                self.acct.connection_closed()
                 conn.close()
                 return
 

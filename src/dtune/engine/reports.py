@@ -169,12 +169,7 @@ class FileReports:
         if f.size is None:
             f.size = f.local_size
         f.close_files()
-        acct = self.acct
-        acct.files_skipped += 1
-        acct.bytes_resumed += f.size or 0
-        totals = acct.partition_totals[f.partition]
-        totals[2] += 1
-        totals[3] += f.size or 0
+        self.acct.file_skipped(f.partition, f.size or 0)
         self._detach(f)
         self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True)
         self._file_finished()
@@ -228,14 +223,14 @@ class FileReports:
             self._wake_partition(f)
         elif isinstance(action, FailFile):
             if action.penalised:  # the retry that was not granted still counts
-                self.acct.retries += 1
+                self.acct.retry()
             self._fail_file(f, action.reason)
         elif isinstance(action, Retry):
             self._retry(f, action, exc)
 
     def _retry(self, f: FileState, retry: Retry, exc: Exception) -> None:
         f.failures = retry.failures
-        self.acct.retries += 1
+        self.acct.retry()
         delay = retry.delay
         f.not_before = self.now() + delay
         # wake the lanes when the backoff ends (not at the next tick); uvloop may fire a
@@ -247,9 +242,8 @@ class FileReports:
 
     def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
         f.learn_size(size, job.start, job.end, self.options.split_threshold)
-        if self.acct.bytes_total is not None or all(x.size is not None for x in self.files):
-            self.acct.bytes_total = sum(x.size or 0 for x in self.files)
-        self.acct.partition_totals[f.partition][0] += size
+        known = self.acct.bytes_total is not None or all(x.size is not None for x in self.files)
+        self.acct.size_learned(f.partition, size, sum(x.size or 0 for x in self.files) if known else None)
         # a group that retired while the size was unknown had nothing of the file to hand back:
         # its rest goes back to the queue now, or no lane would ever ask for it
         self._adopt(f)
@@ -297,7 +291,7 @@ class FileReports:
             reason += (f"; the {kept} bytes already written are kept in {os.path.basename(f.part_path)}: "
                        f"the same command resumes there once there is space")
         f.error = reason
-        self.acct.files_failed += 1
+        self.acct.file_failed()
         self._detach(f)
         self._emit("error", file=f.relpath, reason=reason)
         self._file_finished()
@@ -316,8 +310,7 @@ class FileReports:
             self._fail_file(f, error)
             return
         f.status = "done"
-        self.acct.files_done += 1
-        self.acct.partition_totals[f.partition][2] += 1
+        self.acct.file_done(f.partition)
         self._emit("file_done", file=f.relpath, size=f.size, **verified_by(f))
         self._file_finished()
 

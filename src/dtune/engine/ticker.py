@@ -50,9 +50,9 @@ async def run_ticker(engine: Engine) -> None:
     while True:
         await asyncio.sleep(min(opts.control_tick, opts.tick))
         now = engine.now()
-        acct.rtt_live = live_rtt(engine)
-        engine.scheduler.rtt = acct.rtt_live or acct.rtt_median()
-        acct.stalled = note_alive(engine, now, max(STALLED_MIN, STALLED_RTTS * (engine.scheduler.rtt or 0.0)))
+        rtt = live_rtt(engine)
+        engine.scheduler.rtt = rtt or acct.rtt_median()
+        acct.live(rtt, note_alive(engine, now, max(STALLED_MIN, STALLED_RTTS * (engine.scheduler.rtt or 0.0))))
         snap = acct.snapshot(now)
         note_remaining(engine, snap)  # (every control tick: the closing ranges follow the end closely)
         for listener in list(engine.control_listeners):
