@@ -62,7 +62,7 @@ from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
-from dtune.engine.ticker import run_ticker
+from dtune.engine.ticker import Ticker
 from dtune.errors import HTTPError, RangeCut
 from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection
@@ -187,7 +187,9 @@ class Engine(FileReports):
         self._emit("start", files=len(self.files), bytes=acct.bytes_total,
                    bytes_resumed=acct.bytes_resumed,
                    params={n: p.params.as_dict() for n, p in self.partitions.items()})
-        ticker = asyncio.create_task(self._ticker())
+        ticker = asyncio.create_task(Ticker(
+            self.options, acct, self.scheduler, self.outage, self.files, self, clock=self.now,
+            control_listeners=self.control_listeners, tick_listeners=self.tick_listeners).run())
         committer = asyncio.create_task(self._committer.run())
         try:
             if self._remaining:
@@ -450,10 +452,7 @@ class Engine(FileReports):
             if lane.group.partition.name == f.partition:
                 lane.wake.set()
 
-    # ---- housekeeping (engine/ticker.py) ----------------------------------------
-    async def _ticker(self) -> None:
-        await run_ticker(self)
-
+    # ---- asked by the ticker (engine/ticker.py) ---------------------------------
     def wake_idle(self) -> None:
         """Wake every idle lane: a backoff may have expired."""
         for lane in list(self._idle):

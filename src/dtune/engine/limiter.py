@@ -23,9 +23,10 @@ others wait for the next firing. A chunk may still take the bucket below
 zero; that debt is paid before anyone else reads, so over any stretch
 longer than a few chunks the goodput is the limit.
 
-A paused connection is not silent: ``Connection.resume`` restarts its stall,
-head and speed-floor clocks, and the ticker skips paused connections
-(``engine.ticker``).
+A paused connection is not silent: ``Connection.resume`` restarts its stall
+and head clocks and notes when it resumed (the tick's speed-floor window
+starts again from there, ``engine.watch``), and the ticker skips paused
+connections (``engine.ticker``).
 
 The arithmetic (``refill``, ``debt_seconds``, ``resumable``) takes the clock
 as an argument or none at all, and is tested on plain numbers.

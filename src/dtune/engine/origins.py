@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from dtune.engine.state import Lane
-from dtune.engine.ticker import StallError
+from dtune.engine.watch import StallError
 from dtune.errors import HTTPError
 from dtune.http.connection import Connection
 from dtune.http.message import Origin

@@ -33,7 +33,7 @@ class Lane:
     """
 
     __slots__ = ("id", "group", "meter", "replica", "last_done", "conn", "outstanding", "retiring",
-                 "wake", "task")
+                 "wake", "task", "watch")
 
     def __init__(self, lane_id: int, group: Group, meter: Meter, replica: int = 0) -> None:
         self.id = lane_id
@@ -46,6 +46,7 @@ class Lane:
         self.retiring = False
         self.wake: Any = None           # asyncio.Event, set by the engine
         self.task: Any = None           # asyncio.Task running the lane
+        self.watch: Any = None          # engine.watch.Watch: the tick's record of ``conn``
 
     def __repr__(self) -> str:
         return (f"<Lane {self.id} replica={self.replica} out={self.outstanding}"

@@ -112,10 +112,9 @@ class Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         self.last_activity = loop.time()
         self.server_closes = False   # an answer said the server closes after it
-        self.seen_bytes = 0          # bytes_in at the engine's last tick
         self.head_started: float | None = None  # a response head is being read since then
-        self.floor_mark: tuple[float, int] | None = None  # (time, bytes_in): the speed-floor window
         self.paused = False          # not reading, by the reader's choice (a rate limit): not silent
+        self.resumed_at: float | None = None  # when reading last resumed after a pause
         self.bytes_in = 0
         self.responses = 0
         self.kept_alive = False  # a final answer said the server keeps the connection (HTTP/1.1, no close)
@@ -157,16 +156,16 @@ class Connection(asyncio.Protocol):
         self.transport.pause_reading()
 
     def resume(self) -> None:
-        """Read again. The time spent paused was the reader's: the stall clock, a response head's
-        clock and the speed-floor window start again from now."""
+        """Read again. The time spent paused was the reader's: the stall clock and a response head's
+        clock start again from now, and ``resumed_at`` says when (a reader's own clocks restart)."""
         if not self.paused:
             return
         self.paused = False
         now = self._loop.time()
         self.last_activity = now
+        self.resumed_at = now
         if self.head_started is not None:
             self.head_started = now
-        self.floor_mark = None
         if self.usable:
             self.transport.resume_reading()
 
