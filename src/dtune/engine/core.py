@@ -19,7 +19,9 @@ rooms answer:
 
 What a request's report means is decided in ``outcomes``; what the engine
 then does with the file (finish, retry, restart, fail, commit) is in
-``reports.py`` (``FileReports``, which ``Engine`` inherits).
+``reports.py``: a ``FileReports`` made for each run, which asks the engine's
+lanes only what its ``LaneControl`` names. The housekeeping tick is a
+``Ticker`` (``ticker.py``), given what it reads.
 
 Live re-parameterisation: ``apply()`` reshapes partitions while running. A
 retiring lane sends nothing new, lets its outstanding responses finish,
@@ -44,11 +46,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dtune.accounting import Accounting, Snapshot
 from dtune.dataset import FileSpec
-from dtune.engine.commit import Committer
 from dtune.engine.files import FileState
 from dtune.engine.limiter import RateLimiter
 from dtune.engine.options import EngineOptions
@@ -68,21 +68,24 @@ from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection
 from dtune.http.message import Origin
 from dtune.params import Params
-
-if TYPE_CHECKING:
-    from dtune.tuners.base import RangePolicy
+from dtune.tuners.base import RangePolicy
 
 EventSink = Callable[[dict], None]
 Connector = Callable[..., Awaitable[Connection]]  # (origin, *, timeout) -> a connected Connection
 
 
-class Engine(FileReports):
+class Engine:
     """Fetch ``files`` into their ``final_paths`` with per-partition ``Params``, live-tunable.
 
     ``final_paths`` gives each file's destination (already checked to lie
     inside the output directory); ``partition_of`` maps a file to a
     partition name (default: everything in the first partition).
     ``range_policy`` (set before ``run``) sizes ranges per replica.
+
+    Its collaborators see it through small interfaces: ``release``, ``adopt``,
+    ``wake_partition`` and ``wake_idle`` are the ``reports.LaneControl`` its
+    ``FileReports`` asks; ``lanes``, ``shed_backlogs`` and ``wake_idle`` the
+    ``ticker.LaneHousing`` its ``Ticker`` asks.
     """
 
     def __init__(self, files: list[FileSpec], final_paths: list[Path],
@@ -116,7 +119,7 @@ class Engine(FileReports):
         self.acct: Accounting | None = None
         self._lane_ids = 0
         self._finished: asyncio.Event | None = None
-        self._committer = Committer(self.options.commit_batch, self._committed)
+        self.reports: FileReports | None = None  # acts on requests' reports (one per run)
         self._remaining = 0
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
@@ -152,7 +155,7 @@ class Engine(FileReports):
     @property
     def committing(self) -> bool:
         """Complete files are being verified, made durable and renamed (no byte moves meanwhile)."""
-        return self._committer.busy
+        return self.reports is not None and self.reports.committer.busy
 
     def lanes(self) -> Iterator[Lane]:
         """Every lane of every partition (retiring ones included)."""
@@ -183,6 +186,9 @@ class Engine(FileReports):
         self.acct = acct = Accounting(start=self.now())
         acct.tick(self.now())  # rates start from zero bytes at the start, not at the first tick
         self._finished = asyncio.Event()
+        self.reports = reports = FileReports(
+            self.options, self.files, self.scheduler, self.health, self.outage, acct, self,
+            clock=self.now, loop=self._loop, emit=self._emit, on_file_ended=self._file_ended)
         await self._prepare()
         self._emit("start", files=len(self.files), bytes=acct.bytes_total,
                    bytes_resumed=acct.bytes_resumed,
@@ -190,7 +196,7 @@ class Engine(FileReports):
         ticker = asyncio.create_task(Ticker(
             self.options, acct, self.scheduler, self.outage, self.files, self, clock=self.now,
             control_listeners=self.control_listeners, tick_listeners=self.tick_listeners).run())
-        committer = asyncio.create_task(self._committer.run())
+        committer = asyncio.create_task(reports.committer.run())
         try:
             if self._remaining:
                 for part in self.partitions.values():
@@ -241,10 +247,10 @@ class Engine(FileReports):
             self.partitions[f.partition].queue.append(f)
             if f.complete:  # everything was on disk already; only the commit is missing
                 f.status = "active"
-                self._commit(f)
+                self.reports.commit(f)
 
     async def _shutdown(self) -> None:
-        await self._committer.drain()  # a batch's files are its worker thread's until it ends
+        await self.reports.committer.drain()  # a batch's files are its worker thread's until it ends
         lanes = list(self.lanes())
         for lane in lanes:
             if lane.task is not None:
@@ -302,11 +308,11 @@ class Engine(FileReports):
         f = job.file
         give_back(f, job, job.pos)           # [pos, end) is unassigned again …
         job.end, job.cut = job.pos, True     # … and the response ends where it is
-        self._adopt(f)
+        self.adopt(f)
         conn.close(RangeCut(f"{job.describe()}: {why}", innocent=True))
-        self._wake_partition(f)
+        self.wake_partition(f)
 
-    def _adopt(self, f: FileState) -> None:
+    def adopt(self, f: FileState) -> None:
         """A file whose group retired (or that has none) and has bytes to fetch again goes back to
         the front of its queue: nobody else would ever take them (``pop_ready`` skips a second copy)."""
         if (f.group is None or f.group.retiring) and f.status == "active" and f.has_work():
@@ -374,7 +380,7 @@ class Engine(FileReports):
     def _request(self, action: Piece | Cut, lane: Lane) -> RangeJob:
         """The request for what the scheduler handed out (cutting the victim first, for a Cut)."""
         piece = action.piece if isinstance(action, Cut) else action
-        job = RangeJob(piece.file, lane, piece.start, piece.end, piece.ranged, report=self._report,
+        job = RangeJob(piece.file, lane, piece.start, piece.end, piece.ranged, report=self.reports.report,
                        journal_every=self.options.journal_every, small_body=self.options.small_error_body,
                        access=self.access, limiter=self.limiter)
         if piece.whole_stream:
@@ -407,7 +413,7 @@ class Engine(FileReports):
                 raise
             failure = HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable)
             failure.network = getattr(exc, "network", False)  # type: ignore[attr-defined]
-            self._report(job, Failed(failure))
+            self.reports.report(job, Failed(failure))
             return False
         conn.closed.add_done_callback(lambda _done, o=origin: self._connection_gone(o))
         # (one opened ahead, by discovery, says how long its opening took: http.warm)
@@ -436,23 +442,28 @@ class Engine(FileReports):
         for lane in self.gate.gone(origin):
             lane.wake.set()
 
-    def _release(self, job: RangeJob, wake: bool = True) -> None:
+    def release(self, job: RangeJob, wake: bool = True) -> None:
         release(job.file, job.lane)
         if wake:
             job.lane.wake.set()
 
     def _unassign(self, job: RangeJob) -> None:
         """Give a job that was never sent back to its file (the lane is not woken: it chose so)."""
-        self._release(job, wake=False)
+        self.release(job, wake=False)
         give_back(job.file, job, job.start)
-        self._adopt(job.file)
+        self.adopt(job.file)
 
-    def _wake_partition(self, f: FileState) -> None:
+    def wake_partition(self, f: FileState) -> None:
         for lane in list(self._idle):
             if lane.group.partition.name == f.partition:
                 lane.wake.set()
 
-    # ---- asked by the ticker (engine/ticker.py) ---------------------------------
+    def _file_ended(self) -> None:
+        """A file ended (done, skipped or failed: ``FileReports``); the last one ends the run."""
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._finished.set()
+
     def wake_idle(self) -> None:
         """Wake every idle lane: a backoff may have expired."""
         for lane in list(self._idle):

@@ -1,23 +1,32 @@
 """What the engine does with a request's report: finish, retry, restart, fail or commit a file.
 
-``FileReports`` is the part of ``Engine`` (``core.py``, which inherits it) that
-acts on what a request reports. ``_report`` is the one entry: each report
+``FileReports`` is the engine's collaborator (``core.py`` makes one per run)
+that acts on what a request reports. ``report`` is the one entry: each report
 (``outcomes``: Finished, Failed, NotModified, SizeLearned, RangeHonoured,
 RangeIgnored, FileChanged, Redirected, WrongReplica) goes to its handler,
 which asks the pure outcome rules (``after_failure``, ``after_change``,
 ``after_not_modified``) what it means and performs that: the range goes back
 to its file or is kept, the file is retried after a delay, started over,
 skipped, failed with a reason that names it, or queued for commit
-(verification, fsync and rename in ``commit.py``). Every file ends exactly
-once, in ``_file_finished``, whichever way it ends.
+(verification, fsync and rename in ``commit.py``, whose ``Committer`` it
+holds). Every file ends exactly once, in ``_file_finished``, whichever way it
+ends, and the engine hears it (``on_file_ended``). Of the engine's lanes it
+asks only what ``LaneControl`` names.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from dtune.accounting import Accounting
+from dtune.engine.commit import Committer
+from dtune.engine.files import FileState
+from dtune.engine.options import EngineOptions
+from dtune.engine.origins import OutageProbe
 from dtune.engine.outcomes import (
     Failed,
     FailFile,
@@ -28,6 +37,8 @@ from dtune.engine.outcomes import (
     RangeHonoured,
     RangeIgnored,
     Redirected,
+    ReplicaHealth,
+    Report,
     Requeue,
     RestartFile,
     Retry,
@@ -39,22 +50,25 @@ from dtune.engine.outcomes import (
     after_failure,
     after_not_modified,
 )
-from dtune.engine.scheduler import give_back
+from dtune.engine.request import RangeJob
+from dtune.engine.scheduler import Scheduler, give_back
 from dtune.errors import DiskError
 
-if TYPE_CHECKING:
-    import asyncio
 
-    from dtune.accounting import Accounting
-    from dtune.engine.commit import Committer
-    from dtune.engine.files import FileState
-    from dtune.engine.options import EngineOptions
-    from dtune.engine.origins import OutageProbe
-    from dtune.engine.outcomes import ReplicaHealth, Report
-    from dtune.engine.request import RangeJob
-    from dtune.engine.scheduler import Scheduler
-    from dtune.http.message import Origin
-    from dtune.tuners.base import RangePolicy
+class LaneControl(Protocol):
+    """What the reports ask of the engine's lanes and queues (``Engine`` is one)."""
+
+    def release(self, job: RangeJob, wake: bool = True) -> None:
+        """The job no longer counts against its lane (woken unless ``wake`` is False)."""
+
+    def adopt(self, f: FileState) -> None:
+        """A file with bytes to fetch again and no working group goes back to its queue."""
+
+    def wake_partition(self, f: FileState) -> None:
+        """Wake the idle lanes of the file's partition."""
+
+    def wake_idle(self) -> None:
+        """Wake every idle lane."""
 
 
 def verified_by(f: FileState) -> dict:
@@ -67,31 +81,27 @@ def verified_by(f: FileState) -> dict:
 
 
 class FileReports:
-    """Report handlers of ``Engine``; the state they use is the engine's own."""
+    """Acts on what requests report (see the module docstring), for one engine run."""
 
-    if TYPE_CHECKING:  # provided by Engine
-        options: EngineOptions
-        files: list[FileState]
-        health: ReplicaHealth
-        scheduler: Scheduler
-        outage: OutageProbe
-        origin_alive: dict[Origin, float]
-        acct: Accounting | None
-        range_policy: RangePolicy | None
-        _loop: asyncio.AbstractEventLoop | None
-        _committer: Committer
-        _remaining: int
-        _finished: asyncio.Event | None
-
-        def now(self) -> float: ...
-        def wake_idle(self) -> None: ...
-        def _emit(self, kind: str, **fields: object) -> None: ...
-        def _release(self, job: RangeJob, wake: bool = True) -> None: ...
-        def _adopt(self, f: FileState) -> None: ...
-        def _wake_partition(self, f: FileState) -> None: ...
+    def __init__(self, options: EngineOptions, files: list[FileState], scheduler: Scheduler,
+                 health: ReplicaHealth, outage: OutageProbe, acct: Accounting, lanes: LaneControl, *,
+                 clock: Callable[[], float], loop: asyncio.AbstractEventLoop,
+                 emit: Callable[..., None], on_file_ended: Callable[[], None]) -> None:
+        self.options = options
+        self.files = files
+        self.scheduler = scheduler
+        self.health = health
+        self.outage = outage
+        self.acct = acct
+        self.lanes = lanes
+        self.now = clock
+        self._loop = loop
+        self._emit = emit
+        self._on_file_ended = on_file_ended
+        self.committer = Committer(options.commit_batch, self._committed)
 
     # ---- reports from requests --------------------------------------------------------
-    def _report(self, job: RangeJob, what: Report) -> None:
+    def report(self, job: RangeJob, what: Report) -> None:
         """The one place that acts on what a request reports (``outcomes``)."""
         if isinstance(what, Finished):
             self._job_done(job)
@@ -104,7 +114,7 @@ class FileReports:
         elif isinstance(what, RangeHonoured):
             if job.origin not in self.scheduler.ranges_ok:
                 self.scheduler.ranges_ok.add(job.origin)
-                self.wake_idle()  # lanes that waited for the first answer of a split file
+                self.lanes.wake_idle()  # lanes that waited for the first answer of a split file
         elif isinstance(what, RangeIgnored):
             self._to_single_stream(job.file, job, what.partial, what.validator)
         elif isinstance(what, FileChanged):
@@ -118,7 +128,7 @@ class FileReports:
     def _job_done(self, job: RangeJob) -> None:
         f = job.file
         if job.gen != f.gen:
-            self._release(job)
+            self.lanes.release(job)
             return
         if job.ranged is False and f.size == 0:
             f.done_zero = True
@@ -126,12 +136,12 @@ class FileReports:
         f.failures = 0
         now = self.now()
         lane = job.lane
-        if self.range_policy is not None and job.pos > job.first:
-            self.range_policy.observe(job.replica, lane.id, job.pos - job.first,
+        if self.scheduler.policy is not None and job.pos > job.first:
+            self.scheduler.policy.observe(job.replica, lane.id, job.pos - job.first,
                                       now - max(job.t_sent, lane.last_done), now)
         lane.last_done = now
         self.health.ok(job.replica)
-        self.origin_alive[job.origin] = now
+        self.outage.alive[job.origin] = now
         conn = lane.conn
         if (conn is not None and conn.server_closes and conn.responses <= 1
                 and conn.origin not in self.scheduler.no_pipeline):
@@ -144,7 +154,7 @@ class FileReports:
                                          f"one request at a time to it")
         if f.full_job is job:
             f.full_job = None
-        self._release(job)
+        self.lanes.release(job)
         if f.probing and f.size is not None:
             f.probing = False
         self._settle(f)
@@ -152,15 +162,15 @@ class FileReports:
     def _not_modified(self, job: RangeJob) -> None:
         """A 304 to the If-Modified-Since of a file in place: the copy on disk is the server's."""
         f = job.file
-        self._release(job)
+        self.lanes.release(job)
         action = after_not_modified(current=job.gen == f.gen and f.status in ("queued", "active"),
                                     new_version=f.if_modified_since is None)
         if isinstance(action, SkipFile):
             self._skip_file(f)
         elif isinstance(action, Requeue):
             give_back(f, job, job.start)
-            self._adopt(f)
-            self._wake_partition(f)
+            self.lanes.adopt(f)
+            self.lanes.wake_partition(f)
 
     def _skip_file(self, f: FileState) -> None:
         """The file needs nothing fetched: counted as skipped, as a complete file found at start."""
@@ -177,27 +187,27 @@ class FileReports:
     def _settle(self, f: FileState) -> None:
         """Commit a file once all its bytes are on disk and no request for it is out."""
         if f.status == "active" and f.complete and f.in_flight == 0:
-            self._commit(f)
+            self.commit(f)
         else:
-            self._wake_partition(f)
+            self.lanes.wake_partition(f)
 
     def _job_failed(self, job: RangeJob, exc: Exception) -> None:
         f = job.file
         if job.gen != f.gen:
-            self._release(job)
+            self.lanes.release(job)
             return
         before = f.done.total()
         try:
             job.save_progress()
         except DiskError as disk:
             exc = disk
-        self._release(job)
+        self.lanes.release(job)
         if job.superseded:
             if f.full_job is job:
                 f.full_job = None
         else:
             give_back(f, job, job.pos if job.status in (200, 206) and not job.discard else job.start)
-            self._adopt(f)
+            self.lanes.adopt(f)
         now = self.now()
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
@@ -216,11 +226,11 @@ class FileReports:
             job.lane.last_done = now  # the lane waited for this failure: its next answer is timed from now
         pause = getattr(action, "pause", None)
         if pause is not None:
-            if self.range_policy is not None:
-                self.range_policy.forget(job.replica)  # re-probe it when it comes back
+            if self.scheduler.policy is not None:
+                self.scheduler.policy.forget(job.replica)  # re-probe it when it comes back
             self._emit("replica_paused", replica=job.replica, seconds=round(pause, 1), reason=str(exc))
         if isinstance(action, Requeue):
-            self._wake_partition(f)
+            self.lanes.wake_partition(f)
         elif isinstance(action, FailFile):
             if action.penalised:  # the retry that was not granted still counts
                 self.acct.retry()
@@ -235,10 +245,10 @@ class FileReports:
         f.not_before = self.now() + delay
         # wake the lanes when the backoff ends (not at the next tick); uvloop may fire a
         # timer up to a millisecond early, so aim a little late
-        self._loop.call_later(delay + self.options.timer_slack, self._wake_partition, f)
+        self._loop.call_later(delay + self.options.timer_slack, self.lanes.wake_partition, f)
         self._emit("retry", file=f.relpath, attempt=f.failures, delay=round(delay, 3), reason=str(exc))
-        self._adopt(f)
-        self._wake_partition(f)
+        self.lanes.adopt(f)
+        self.lanes.wake_partition(f)
 
     def _learn_size(self, f: FileState, size: int, job: RangeJob) -> None:
         f.learn_size(size, job.start, job.end, self.options.split_threshold)
@@ -246,8 +256,8 @@ class FileReports:
         self.acct.size_learned(f.partition, size, sum(x.size or 0 for x in self.files) if known else None)
         # a group that retired while the size was unknown had nothing of the file to hand back:
         # its rest goes back to the queue now, or no lane would ever ask for it
-        self._adopt(f)
-        self._wake_partition(f)
+        self.lanes.adopt(f)
+        self.lanes.wake_partition(f)
 
     def _to_single_stream(self, f: FileState, job: RangeJob, partial: bool, validator: bool = False) -> None:
         if f.stream_whole(job):
@@ -273,7 +283,7 @@ class FileReports:
             return
         assert isinstance(action, RestartFile)
         f.forget()
-        self._adopt(f)
+        self.lanes.adopt(f)
         self._emit("retry", file=f.relpath, attempt=0, delay=0, reason=reason + "; starting it over")
 
     def _fail_file(self, f: FileState, reason: str) -> None:
@@ -297,12 +307,12 @@ class FileReports:
         self._file_finished()
 
     # ---- commit ------------------------------------------------------------------------
-    def _commit(self, f: FileState) -> None:
+    def commit(self, f: FileState) -> None:
         """Queue a complete file for verification, fsync and rename (in a worker thread)."""
         f.status = "verifying"
         self._detach(f)
         f.close_files()  # the queue can grow long: do not hold a descriptor per queued file
-        self._committer.add(f)
+        self.committer.add(f)
 
     def _committed(self, f: FileState, error: str | None) -> None:
         if error is not None:
@@ -319,9 +329,7 @@ class FileReports:
         if group is not None and f in group.files:
             group.files.remove(f)
         f.group = None
-        self._wake_partition(f)
+        self.lanes.wake_partition(f)
 
     def _file_finished(self) -> None:
-        self._remaining -= 1
-        if self._remaining <= 0:
-            self._finished.set()
+        self._on_file_ended()
