@@ -32,6 +32,7 @@ import httptools
 
 from dtune.errors import DtuneError, HTTPError, ProtocolError
 from dtune.http.message import Origin
+from dtune.http.trust import default_context
 
 _TCP_INFO = getattr(socket, "TCP_INFO", 11)   # Linux; elsewhere getsockopt fails and tcp_rtt is None
 _TCP_INFO_LEN = 104                           # through tcpi_total_retrans: tcpi_rtt at 68, tcpi_rcv_rtt at 92
@@ -334,7 +335,6 @@ async def open_connection(origin: Origin, *, timeout: float,
     ctx = None
     if origin.scheme == "https":
         if ssl_context is None:
-            from dtune.http.trust import default_context
             ssl_context = default_context()
         ctx = ssl_context
     try:

@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dtune.errors import HTTPError, ProtocolError, UsageError
 from dtune.http.connection import Connection, ConnectionClosed, Unreachable, open_connection, tls_failure
 from dtune.http.message import USER_AGENT, Origin
+from dtune.http.trust import default_context
 
 MAX_CONNECT_REPLY = 16 * 1024   # a CONNECT answer's head; a longer one is not a proxy we can talk to
 NO_PROXY_HINT = "--noproxy '*' to ignore the proxy variables"
@@ -104,10 +106,7 @@ def proxy_variable(environ: Mapping[str, str], scheme: str) -> tuple[str, str] |
 
 
 # ---- NO_PROXY ---------------------------------------------------------------------------------
-if TYPE_CHECKING:  # (ipaddress loads when NO_PROXY is read or matched, not at start-up)
-    import ipaddress
-
-    Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +129,6 @@ class NoProxy:
             if entry == "*":
                 return cls(everything=True)
             host, port = _split_entry(entry)
-            import ipaddress
-
             try:
                 networks.append((ipaddress.ip_network(host, strict=False), port))
                 continue
@@ -146,8 +143,6 @@ class NoProxy:
         if self.everything:
             return True
         host = host.lower().strip("[]").rstrip(".")
-        import ipaddress
-
         try:
             address = ipaddress.ip_address(host)
         except ValueError:
@@ -359,8 +354,6 @@ class ProxyRoute:
     async def _tunnel(self, origin: Origin, proxy: Proxy, timeout: float,
                       ssl_context: ssl.SSLContext | None) -> Connection:
         """CONNECT through the proxy, then TLS with the origin over the tunnel."""
-        from dtune.http.trust import default_context
-
         loop = asyncio.get_running_loop()
         ctx = ssl_context or default_context()
         transport = reply = None

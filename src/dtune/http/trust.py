@@ -65,7 +65,7 @@ def _platform_context() -> ssl.SSLContext | None:
     distribution's bundle when OpenSSL's default paths hold nothing. None: the default."""
     if sys.platform in ("darwin", "win32"):
         try:
-            import truststore
+            import truststore  # (macOS and Windows only, and optional: not installed elsewhere)
         except ImportError:
             return None
         return truststore.SSLContext(ssl.PROTOCOL_TLS_CLIENT)

@@ -119,8 +119,8 @@ def _epoch(value: str) -> float | None:
         if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS and parts[4].count(":") == 2:
             hour, minute, second = (int(x) for x in parts[4].split(":"))
             return utc_seconds(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), hour, minute, second)
-        from datetime import UTC
-        from email.utils import parsedate_to_datetime
+        from datetime import UTC  # (only for a date not in IMF form: its import is start-up time)
+        from email.utils import parsedate_to_datetime  # (only then, as datetime: start-up time)
 
         when = parsedate_to_datetime(value)
         if when.tzinfo is None:
