@@ -33,7 +33,7 @@ ranges are; a sub-directory that still cannot be listed goes into
 fails naming it (exit 0 means the whole tree).
 
 Walking a directory tree and reading the checksum files it holds live in
-``discovery/tree.py`` (``TreeWalk``, which the per-call state inherits); the
+``discovery/tree.py`` (``TreeWalk``, which the per-call state holds); the
 parsers they need are imported on first use, not for a one-file source.
 
 The network is injected: ``fetch`` is a coroutine function with the
@@ -141,7 +141,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     if walker.cut:
         walker.warn(f"listing stopped at --max-files {select.max_files}: only the first "
                     f"{select.max_files} files listed are fetched")
-    await walker.read_checksum_files(checksum_files, listed_checksums)
+    await walker.tree.read_checksum_files(checksum_files, listed_checksums)
     if checksum is not None:
         if len(walker.dataset.files) != 1:
             raise UsageError(f"--checksum gives the digest of one file, but the sources list "
@@ -157,7 +157,7 @@ def _checked_mirror(mirror: str) -> str:
         raise DiscoveryError(f"mirror {mirror!r}: {exc}") from None
 
 
-class _Discovery(TreeWalk):
+class _Discovery:
     """Accumulates one ``Dataset`` over all sources (state for a single ``discover`` call)."""
 
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
@@ -172,14 +172,12 @@ class _Discovery(TreeWalk):
         self._retries = retries
         self._delay = delay
         self._mirrors = mirrors
-        self._max_depth = max_depth
         self._max_files = max_files
         self._single_source = single_source
-        self._listing_max_bytes = min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE))
         self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
-        self._listed = 0
-        self._checksum_files: list[FileSpec] = []  # listed files whose names say they hold digests
         self.dataset = Dataset()
+        self.tree = TreeWalk(self, self._call, select, mirrors, max_depth=max_depth, max_files=max_files,
+                             listing_max_bytes=min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE)))
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -242,9 +240,6 @@ class _Discovery(TreeWalk):
                 kept.append(spec)
         self.dataset.files = kept
 
-    def _dir_mirrors(self, relpath: str) -> list[str]:
-        return [join_url(m, relpath) for m in self._mirrors]
-
     async def _call(self, url: str, **kwargs: object) -> FetchResult:
         """One request, asked again while it fails in a way that may mend (see ``discover``)."""
         failures = 0
@@ -299,7 +294,7 @@ class _Discovery(TreeWalk):
         except ValueError as exc:
             raise DiscoveryError(f"{source}: not an existing file, and {exc}") from None
         if path_is_dir(url):
-            await self._directory(url, source)
+            await self.tree.directory(url, source)
         else:
             await self._single_file(url, source)
 
@@ -345,7 +340,7 @@ class _Discovery(TreeWalk):
         except ValueError:
             final = url
         if path_is_dir(final) and res.status < 400:
-            await self._directory(final, source)
+            await self.tree.directory(final, source)
             return
         size = checksum = None
         ranged = False

@@ -1,9 +1,12 @@
 """Discovery of trees: walking directory listings, and reading the checksum files they hold.
 
-``TreeWalk`` is the part of the one-``discover``-call state (``_Discovery`` in
-``discovery/__init__.py``, which inherits it) that a directory source needs:
+``TreeWalk`` is what a directory source needs, held by the one-``discover``-call
+state (``_Discovery`` in ``discovery/__init__.py``) and given only what it
+uses: the ``Catalogue`` it adds files to (that state: names made safe,
+warnings, the file count), the request to list with, the selection, the
+mirrors and the limits.
 
-- ``_directory`` walks a tree breadth first, ``LISTING_CONCURRENCY`` listings
+- ``directory`` walks a tree breadth first, ``LISTING_CONCURRENCY`` listings
   at a time, with a visited set against redirect loops and repeated links,
   and only into directories that stay under the start URL (after its
   redirects). A sub-directory that cannot be listed goes into
@@ -23,19 +26,18 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from dtune.dataset import FileSpec
+from dtune.dataset import Dataset, FileSpec
+from dtune.discovery.entries import Entry, Listing
+from dtune.discovery.select import Selection
 from dtune.discovery.urls import join_url, last_segment, path_is_dir, relative_segments, requote_url
 from dtune.errors import DiscoveryError
+from dtune.http.client import FetchResult
 
 if TYPE_CHECKING:
-    from dtune.dataset import Dataset
     from dtune.discovery import sums
-    from dtune.discovery.entries import Entry, Listing
-    from dtune.discovery.select import Selection
-    from dtune.http.client import FetchResult
 
 # Directory listings fetched at once. Eight hides most of the per-directory
 # round trip on a WAN for trees of many small directories, while staying far
@@ -108,25 +110,38 @@ def _is_checksum_file(relpath: str) -> bool:
 
 
 
+class Catalogue(Protocol):
+    """What a walk adds the files it lists to (``_Discovery``)."""
+
+    dataset: Dataset
+    cut: bool   # set when listing stops at the selection's max_files with directories left
+
+    def warn(self, message: str) -> None: ...
+    def safe(self, name: str, where: str, prefix: str = "") -> str | None: ...
+    def add(self, spec: FileSpec, source: str) -> None: ...
+    def full(self) -> bool: ...
+
+
+Call = Callable[..., Awaitable[FetchResult]]  # (url, **fetch options) -> the answer, asked again while it may mend
+
+
 class TreeWalk:
-    """Directory and checksum-file methods of ``_Discovery``; the state they use is its own."""
+    """Directory trees and the checksum files they hold, for one ``discover`` call.
 
-    if TYPE_CHECKING:  # provided by _Discovery
-        dataset: Dataset
-        cut: bool
-        _select: Selection
-        _max_depth: int
-        _max_files: int
-        _listed: int
-        _listing_max_bytes: int
-        _checksum_files: list[FileSpec]
+    ``call`` asks a URL (with retries); ``mirrors`` are the directory mirrors (each holds the
+    same relative paths); ``max_files`` bounds the listings as well as the files."""
 
-        def warn(self, message: str) -> None: ...
-        def safe(self, name: str, where: str, prefix: str = "") -> str | None: ...
-        def add(self, spec: FileSpec, source: str) -> None: ...
-        def full(self) -> bool: ...
-        def _dir_mirrors(self, relpath: str) -> list[str]: ...
-        async def _call(self, url: str, **kwargs: object) -> FetchResult: ...
+    def __init__(self, catalogue: Catalogue, call: Call, select: Selection, mirrors: list[str], *,
+                 max_depth: int, max_files: int, listing_max_bytes: int) -> None:
+        self.catalogue = catalogue
+        self._call = call
+        self._select = select
+        self._mirrors = mirrors
+        self._max_depth = max_depth
+        self._max_files = max_files
+        self._listing_max_bytes = listing_max_bytes
+        self._listed = 0
+        self._checksum_files: list[FileSpec] = []  # listed files whose names say they hold digests
 
     # -- directories -----------------------------------------------------------------------
 
@@ -138,15 +153,15 @@ class TreeWalk:
             except DiscoveryError as exc:
                 return exc
 
-    async def _directory(self, start: str, source: str) -> None:
+    async def directory(self, start: str, source: str) -> None:
         """Walk a directory tree breadth first; relpaths are relative to ``start``."""
         root: str | None = None  # the start URL after redirects: everything must stay under it
         seen: set[str] = {start}
         level: list[tuple[str, str, int]] = [(start, "", 0)]  # (url, relpath prefix, depth)
         limit = asyncio.Semaphore(LISTING_CONCURRENCY)
         while level:
-            if self.full():
-                self.cut = True  # (directories left unlisted)
+            if self.catalogue.full():
+                self.catalogue.cut = True  # (directories left unlisted)
                 break
             self._listed += len(level)
             if self._listed > self._max_files:
@@ -159,7 +174,7 @@ class TreeWalk:
                 if isinstance(outcome, DiscoveryError):
                     if root is None:
                         raise outcome
-                    self.dataset.unlisted.append((prefix, f"{prefix}: directory of {source} could not be "
+                    self.catalogue.dataset.unlisted.append((prefix, f"{prefix}: directory of {source} could not be "
                                                           f"listed: {outcome}"))
                     continue
                 try:
@@ -172,11 +187,11 @@ class TreeWalk:
                     if final in seen:
                         continue  # redirected to a directory already listed
                     if relative_segments(final, root) is None:
-                        self.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
+                        self.catalogue.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
                         continue
                 seen.add(final)
                 _, listing = _parse_directory(outcome, final)
-                self.dataset.warnings.extend(listing.warnings)
+                self.catalogue.dataset.warnings.extend(listing.warnings)
                 for entry in listing.entries:
                     sub = self._entry(entry, final, prefix, depth, source)
                     if sub is not None and sub[0] not in seen:
@@ -187,10 +202,10 @@ class TreeWalk:
     def _entry(self, entry: Entry, page: str, prefix: str, depth: int,
                source: str) -> tuple[str, str, int] | None:
         """Add a file entry; return ``(url, prefix, depth)`` for a sub-directory to list next."""
-        rel = self.safe(entry.name, page)
+        rel = self.catalogue.safe(entry.name, page)
         if rel is None:
             return None
-        relpath = self.safe(rel, page, prefix)
+        relpath = self.catalogue.safe(rel, page, prefix)
         if relpath is None:
             return None
         url = entry.urls[0] if entry.urls else join_url(page, rel)
@@ -198,15 +213,15 @@ class TreeWalk:
             if not self._select.descends(relpath, depth + 1):
                 return None  # pruned by --exclude DIR/ or --max-depth: never requested
             if depth + 1 > self._max_depth:
-                self.warn(f"not descending into {relpath + '/'!r} of {source}: deeper than "
+                self.catalogue.warn(f"not descending into {relpath + '/'!r} of {source}: deeper than "
                           f"max_depth={self._max_depth}")
                 return None
             if not url.endswith("/"):
                 url += "/"
             return url, relpath + "/", depth + 1
         spec = FileSpec(url=url, relpath=relpath, size=entry.size, checksum=entry.checksum,
-                        mirrors=self._dir_mirrors(relpath), mtime=entry.mtime)
-        self.add(spec, source)
+                        mirrors=[join_url(m, relpath) for m in self._mirrors], mtime=entry.mtime)
+        self.catalogue.add(spec, source)
         if _is_checksum_file(relpath):
             self._checksum_files.append(spec)
         return None
@@ -220,11 +235,11 @@ class TreeWalk:
             return  # (sums is not even imported)
         from dtune.discovery import sums
 
-        files = {spec.relpath: spec for spec in self.dataset.files}
+        files = {spec.relpath: spec for spec in self.catalogue.dataset.files}
         jobs = [self._explicit_checksum_job(where) for where in explicit]
         if listed:
             kept = [s for s in self._checksum_files if files.get(s.relpath) is s]  # (not a refused duplicate)
-            jobs += sums.listed_jobs(kept, files, self.warn)
+            jobs += sums.listed_jobs(kept, files, self.catalogue.warn)
         if not jobs:
             return
         limit = asyncio.Semaphore(LISTING_CONCURRENCY)
@@ -236,7 +251,7 @@ class TreeWalk:
                 raise body
             if body is not None:
                 parsed = sums.parse_sums(body, job.kind, job.label)
-                sums.attach(parsed, job.directory, files, job.label, self.warn, suffix_match=job.explicit)
+                sums.attach(parsed, job.directory, files, job.label, self.catalogue.warn, suffix_match=job.explicit)
 
     def _explicit_checksum_job(self, where: str) -> sums.Job:
         from dtune.discovery import sums
@@ -269,6 +284,6 @@ class TreeWalk:
                 reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
                 if job.explicit:
                     return DiscoveryError(f"--checksum-file {job.label}: {reason}")
-                self.warn(f"{job.label}: not read as a checksum file ({reason}); the files it names "
+                self.catalogue.warn(f"{job.label}: not read as a checksum file ({reason}); the files it names "
                           f"are checked by the other digests published, else by size only")
                 return None
