@@ -1,30 +1,32 @@
-"""Every option of ``dtune get`` (and of ``dtune.get()``), declared once.
+"""Every option of a transfer, declared once, below every front end.
 
 A row gives the flags, the help, the ``--help`` group, the default and the
 parser; the environment variable, config key and Python keyword are derived
-from it (``dtune.config``). Add an option here and it exists everywhere.
+from it (``dtune.config``). ``dtune get``, ``dtune.get()``, fsspec, pooch and
+a cluster's workers all read this table; ``dtune.transfer.request_from`` turns
+its resolved values into a ``TransferRequest``. Add an option here and it
+exists everywhere.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Any
-from urllib.parse import urlsplit
-
 from dtune import argtypes, checksums
 from dtune.checksums import Checksum
-from dtune.config import Option, Value
-from dtune.discovery.select import Selection
+from dtune.config import Option
 from dtune.engine.options import EngineOptions
-from dtune.errors import UsageError
-from dtune.http.access import Access
-from dtune.http.message import Origin, split_url
-from dtune.transfer import DEFAULT_MAX_CC, DEFAULT_PARTITIONS, TransferPlan
 from dtune.tuners.online_constants import DEFAULT_CAP
 from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
 from dtune.tuners.registry import TUNERS
 from dtune.tuners.registry import help_text as tuner_help
+
+DEFAULT_MAX_CC = 16       # the best small-file setting measured on the 1 Gbit/s·40 ms testbed
+DEFAULT_PARTITIONS = 2    # the seed paper found 2 best for large datasets
+
+
+def _proxy_text(text: str) -> str:
+    from dtune.http.proxy import check_proxy_text  # (asyncio and ssl: ~40 ms a --help need not pay)
+    return check_proxy_text(text)
+
 
 GROUPS = {  # --help shows them in this order
     "tuning": "tuning (unset values are chosen by dtune)",
@@ -46,24 +48,8 @@ def _partitions(text: str) -> int:
     return n
 
 
-def _proxy_text(text: str) -> str:
-    from dtune.http.proxy import check_proxy_text
-    return check_proxy_text(text)
-
-
 def _checksum(text: str) -> Checksum:
     return checksums.parse(text, "--checksum")
-
-
-def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
-    """``--checksum-file`` values; a URL carrying credentials is refused (they belong in the
-    credential options, not in a value the history records)."""
-    items = list(values["checksum_file"] or [])
-    for item in items:
-        if "://" in item and urlsplit(item).username is not None:
-            raise UsageError(f"--checksum-file {urlsplit(item).hostname}: give credentials with the "
-                             f"credential options, not in the URL")
-    return items
 
 
 _d = EngineOptions()
@@ -221,84 +207,3 @@ OPTIONS: list[Option] = [
            "or SQLite path; default ~/.local/share/dtune/history.db)", "output", metavar="URL"),
     Option(("--no-history",), "do not record this transfer", "output", kind="flag"),
 ]
-
-
-def build_access(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
-                 environ: Mapping[str, str] | None = None, *,
-                 s3: tuple[Any, Any] | None = None) -> tuple[Access, list[str], list[str]]:
-    """The transfer's ``Access`` (credentials, proxy, TLS), and the sources and mirrors without
-    the userinfo they carried: only the ``Access`` holds credentials. ``s3``: the
-    ``(S3Settings, Credentials | None)`` of s3:// sources, whose requests are signed."""
-    from dtune.http.access import PROXY_VARIABLES
-    from dtune.http.auth import header_sources, strip_userinfo
-    from dtune.http.trust import ssl_context_from
-    from dtune.http.trust import warnings as tls_warnings
-
-    env = os.environ if environ is None else environ
-    userinfo: dict[Origin, tuple[str, str]] = {}
-    clean: list[list[str]] = [[], []]
-    for urls, out in ((sources, clean[0]), (mirrors, clean[1])):
-        for url in urls:
-            bare, cred = strip_userinfo(url)
-            out.append(bare)
-            if cred is not None and "://" in bare:
-                userinfo[split_url(bare)[0]] = cred
-    trusted = set()
-    for url in clean[0] + clean[1]:
-        if url.startswith(("http://", "https://")):
-            trusted.add(split_url(url)[0])
-    warnings: list[str] = []
-    headers = header_sources(values, userinfo, environ=env, warn=warnings.append)
-    if s3 is not None and s3[1] is not None:
-        from dtune.http.awsconfig import s3_signer
-        headers.append(s3_signer(*s3))  # SigV4, for the S3 endpoint's origin only
-    route = None
-    if values.get("proxy") is not None or any(name in env for name in PROXY_VARIABLES):
-        from dtune.http.proxy import route_from
-        route = route_from(values, env)
-    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted)
-    access.warnings.extend(warnings)
-    access.warnings.extend(tls_warnings(access.ssl_context))
-    return access, clean[0], clean[1]
-
-
-def build_plan(sources: list[str], output: str, values: Mapping[str, Value],
-               environ: Mapping[str, str] | None = None) -> TransferPlan:
-    """The ``TransferPlan`` for resolved option values (``dtune.config.resolve``); a combination
-    that makes no sense is a UsageError naming the flags."""
-    v = {name: value.value for name, value in values.items()}
-    dtree = {"--sla": v["sla"], "--min-throughput": v["min_throughput"], "--max-energy": v["max_energy"],
-             "--model": v["model"]}
-    given = [flag for flag, value in dtree.items() if value is not None]
-    if given and v["tuner"] not in ("dtree", "auto"):
-        raise UsageError(f"{given[0]} is for --tuner dtree (or auto), not {v['tuner']}")
-    options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
-                            retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
-                            header_timeout=v["header_timeout"], update=v["update"],
-                            limit_rate=v["limit_rate"])
-    include, exclude = list(v["include"] or []), list(v["exclude"] or [])
-    try:
-        Selection.of(include, exclude)
-    except ValueError as exc:
-        raise UsageError(f"--include/--exclude: {exc}") from None
-    s3 = None
-    if any(source[:5].lower() == "s3://" for source in sources):
-        from dtune.http.awsconfig import s3_settings
-        s3 = s3_settings(v, os.environ if environ is None else environ)
-    if v["cluster"] is not None and v["workers"] is not None:
-        raise UsageError("--cluster and --workers: give one (an existing cluster, or a local one of N workers)")
-    if (v["cluster"] is not None or v["workers"] is not None) and v["dry_run"]:
-        raise UsageError("--dry-run lists on this host: it takes no --cluster or --workers")
-    given = {"sources": list(sources), "values": dict(v)}  # what a cluster's worker builds its plan from
-    access, sources, mirrors = build_access(v, list(sources), list(v["mirror"] or []), environ, s3=s3)
-    return TransferPlan(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
-                        mirrors=mirrors, options=options, tuner=v["tuner"], access=access,
-                        max_cc=v["max_cc"], partitions=v["partitions"], bandwidth=v["bandwidth"],
-                        online=v["online"], max_per_host=v["max_connections_per_host"],
-                        tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
-                        min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
-                        max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
-                        include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
-                        dry_run=v["dry_run"], checksum=v["checksum"],
-                        checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"],
-                        cluster=v["cluster"], workers=v["workers"], given=given)

@@ -63,12 +63,12 @@ class Downloader:
 def exists(url: str, **options: Any) -> bool:
     """Whether ``url`` answers a HEAD with 200 (redirects followed), with the headers, proxy and
     TLS trust the options give (``dtune get``'s, config file and environment included)."""
-    from dtune.commands.getopts import build_access
-    from dtune.http.client import Fetcher
+    from dtune.http.client import Fetcher  # (the HTTP client and the request: not for `import dtune.pooch`)
     from dtune.loop import run_quietly
+    from dtune.transfer import access_from
 
     values = {name: v.value for name, v in resolve_options(options).items()}
-    access, (bare,), _ = build_access(values, [url], [])
+    access, (bare,), _ = access_from(values, [url], [])
 
     async def head() -> int:
         fetcher = Fetcher(timeout=values["connect_timeout"] + values["stall_timeout"], access=access)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib.util
+import dataclasses
 import os
 import threading
 import time
@@ -33,10 +33,15 @@ from dtune.cluster.conduct import Conductor
 from dtune.cluster.local import Quiet, close_local, local_cluster
 from dtune.cluster.shard import cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
+from dtune.cluster.worker import NodeError, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.journal import JOURNAL_SUFFIX
 from dtune.engine.result import FileResult, TransferResult
-from dtune.errors import DtuneError, UsageError
+from dtune.errors import DtuneError
+from dtune.transfer import TransferRequest
+from dtune.transfer.events import EventSink
+from dtune.transfer.listing import add_unfetched, list_sources, placed
+from dtune.tuners.registry import online_default
 
 RETRIES = 2            # a shard whose worker died runs again on another one, at most this often
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
@@ -47,14 +52,6 @@ LEAD = 1.5             # a node's next shard goes out when its last one has this
 TUNER_NOTE = ("cluster: each node searches its own connections within its share of the per-origin cap; "
               "when the aggregate rate stops rising with the nodes' connections (they share a bottleneck), "
               "the parent caps each node's (cluster_tuning events)")
-
-EventSink = Callable[[dict], None]
-
-
-def require_distributed() -> None:
-    """UsageError, saying what to install, when dask's distributed is not importable."""
-    if importlib.util.find_spec("distributed") is None:
-        raise UsageError("--cluster/--workers need Dask distributed: pip install 'dtune[cluster]'")
 
 
 def nodes_summary(results: list[dict]) -> dict[str, dict]:
@@ -133,7 +130,7 @@ class Aggregate:
 class Session:
     """One cluster transfer's Dask side (``run`` in a thread of its own)."""
 
-    def __init__(self, plan, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
+    def __init__(self, plan: TransferRequest, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
                  aggregate: Aggregate, found: concurrent.futures.Future | None = None) -> None:
         """``found``: when given, the dataset is still being discovered; the session reaches the
         cluster and checks the nodes meanwhile, then waits for ``found``'s (specs, paths)."""
@@ -217,7 +214,6 @@ class Session:
                     raise
 
     def _transfer(self, client, workers: list[str], path: str, token: str, started: float) -> TransferResult:  # noqa: ANN001
-        from dtune.cluster.worker import run_shard
 
         # every node sees the parent's output directory, or nothing moves
         try:
@@ -384,7 +380,6 @@ class Session:
 
     def _conduct(self, client) -> None:  # noqa: ANN001
         """The conductor's window, when one is due; new caps go to the nodes (``worker.set_limit``)."""
-        from dtune.cluster.worker import set_limit
 
         if self.conductor is None:
             return
@@ -465,30 +460,38 @@ class Session:
         return out
 
 
-def conducted(plan) -> bool:  # noqa: ANN001
+def conducted(plan: TransferRequest) -> bool:
     """May the parent cap the nodes' connections? Only where the nodes' tuners search them: not
     when the user fixed cc and p, nor without the online search (``--no-online``, a paper tuner
     run as published, ``--limit-rate``)."""
-    from dtune.tuners.registry import online_default
     search = online_default(plan.tuner) if plan.online is None else plan.online
     return bool(search) and plan.options.limit_rate <= 0 and not (plan.cc is not None and plan.p is not None)
 
 
 def markers_error(node: str, problem: str) -> DtuneError:
-    from dtune.cluster.worker import NodeError
     return NodeError(f"worker {node}: {problem}; nothing was fetched")
 
 
 def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
-    import dataclasses
     return dataclasses.replace(spec, piece=piece)
 
 
-async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,  # noqa: ANN001
-                           client=None) -> TransferResult:  # noqa: ANN001
-    """``transfer`` on a Dask cluster, once the output directory is there and locked."""
-    from dtune.transfer import _discover, add_unfetched, placed
+class Cluster:
+    """The ``ScaleOut`` of a transfer on a Dask cluster (``dtune.transfer.run``): ``client``, a
+    synchronous ``distributed.Client`` already connected, or None for the request's
+    ``--cluster`` address or its local ``--workers``."""
 
+    def __init__(self, client=None) -> None:  # noqa: ANN001 (a distributed.Client; imported late)
+        self.client = client
+
+    async def fetch(self, request: TransferRequest, emit: EventSink,
+                    on_progress: Callable[[Snapshot], None] | None) -> TransferResult:
+        return await cluster_transfer(request, emit, on_progress, client=self.client)
+
+
+async def cluster_transfer(plan: TransferRequest, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,
+                           client=None) -> TransferResult:  # noqa: ANN001
+    """A transfer on a Dask cluster, once ``run`` has made and locked the output directory."""
     loop = asyncio.get_running_loop()
 
     def heard(event: dict) -> None:  # on the client's thread
@@ -505,7 +508,7 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
     session = Session(plan, [], [], heard, Aggregate(None, 0), found=found)
     dask_side = asyncio.ensure_future(asyncio.to_thread(session.run, client))
     try:
-        dataset, _, _ = await _while_alive(_discover(plan), dask_side)
+        dataset = (await _while_alive(list_sources(plan), dask_side)).dataset
         specs, paths = placed(plan, dataset, emit)
     except BaseException:
         found.set_exception(_Abandoned())

@@ -90,7 +90,7 @@ def record_from_result(result: TransferResult, plan_info: dict) -> TransferRecor
     """One history row for a finished transfer.
 
     ``plan_info`` keys, all optional (``dataclasses.asdict(plan)`` of a
-    ``TransferPlan`` plus extras works; unknown keys are ignored):
+    ``TransferRequest`` plus extras works; unknown keys are ignored):
 
     - ``sources`` (list of URLs; the first is recorded) or ``source``;
     - ``dataset_id``: a dataset id or label;

@@ -1,4 +1,4 @@
-"""``dtune get --dry-run``: what a transfer would do with each file, and its listing.
+"""``--dry-run``: what a transfer would do with each file, and its listing.
 
 Per file, one word:
 
@@ -14,12 +14,16 @@ read-only. ``listing`` and ``totals`` are pure: the result's rows in, lines out.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from dtune.dataset import FileSpec
 from dtune.engine.files import FileState
-from dtune.engine.result import FileResult
-from dtune.progress import human_bytes
+from dtune.engine.result import FileResult, TransferResult
+from dtune.transfer.events import EventSink
+from dtune.transfer.listing import list_sources, place
+from dtune.transfer.request import TransferRequest
+from dtune.units import human_bytes
 
 STATES = ("fetch", "skip", "resume", "check")
 
@@ -84,3 +88,28 @@ def listing(rows: list[FileResult]) -> list[str]:
         if row.status not in STATES:
             lines.append(f"dry run: failed: {row.error or row.relpath}")
     return lines
+
+
+async def dry_run(request: TransferRequest, emit: EventSink) -> TransferResult:
+    """``--dry-run``: discover and select as a transfer would, say per file what it would do
+    (``disk_states``) in a ``dry_run`` event, and return that as the result
+    (``TransferResult.dry_run``). Nothing is created or written: no output directory, lock,
+    part file or history row."""
+    dataset = (await list_sources(request)).dataset
+    for warning in dataset.warnings:
+        emit({"event": "warning", "reason": warning})
+    specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
+    states = await asyncio.to_thread(disk_states, specs, paths, request.options.update)
+    result = TransferResult(dry_run=True)
+    for spec, state in zip(specs, states, strict=True):
+        result.files.append(FileResult(spec.relpath, state, spec.size))
+        emit({"event": "dry_run", "file": spec.relpath, "size": spec.size, "state": state})
+    for relpath, reason in dataset.unlisted:  # as in a transfer: a hole in the tree fails the run
+        result.files.append(FileResult(relpath, "failed", None, reason))
+    return result
+
+
+def summary_event(result: TransferResult) -> dict:
+    """--dry-run's last event (each file had its ``dry_run`` event): the totals."""
+    return {"event": "summary", "dry_run": True, **totals(result.files),
+            "failed": [{"file": f.relpath, "reason": f.error} for f in result.failed]}

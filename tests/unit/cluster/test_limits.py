@@ -7,8 +7,9 @@ from __future__ import annotations
 from dtune.cluster import worker
 from dtune.cluster.conduct import Conductor
 from dtune.cluster.run import Aggregate, Session
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 NODES = ["tcp://127.0.0.1:4001", "tcp://127.0.0.1:4002"]
 
@@ -25,7 +26,7 @@ class Recorder:
 
 
 def session(events: list) -> Session:
-    plan = build_plan(["http://127.0.0.1:1/d/"], "out",
+    plan = request_from(["http://127.0.0.1:1/d/"], "out",
                       resolve(OPTIONS, given={"workers": 2}, given_origin="argument", environ={},
                               use_config=False), environ={})
     s = Session(plan, [], [], events.append, Aggregate(None, 0))

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from dtune.cluster.run import Aggregate, nodes_summary, require_distributed
+from dtune.cluster import require_distributed
+from dtune.cluster.run import Aggregate, nodes_summary
 from dtune.errors import UsageError
 
 
