@@ -14,8 +14,9 @@ The rule, per round:
 2. **Estimate** — each replica's per-connection throughput is an EWMA of
    its finished ranges (``alpha`` on the newest; the reference used the last
    range only).
-3. **Fast set** — replicas at or above the geometric mean of the
-   estimates are "fast" (reported; the fastest one sets the round time).
+3. **Fast set** — the paper's replicas at or above the geometric mean of
+   the estimates; not kept here: only the fastest matters (it sets the
+   round time).
 4. **Bin packing** — the fastest replica's range is ``LARGE`` =
    clamp(``bdp_rounds`` × its BDP, ``large_min``, ``large_max``) so that a
    round lasts many RTTs; the round time is ``T = LARGE / th_fastest`` and
@@ -199,10 +200,6 @@ class MdtpSizer:
         bdp = th * rtt if rtt else 0.0
         return int(min(self.k.large_max, max(self.k.large_min, self.k.bdp_rounds * bdp)))
 
-    def fast_set(self) -> list[int]:
-        gm = geometric_mean(list(self.thr_.values()))
-        return sorted(r for r, th in self.thr_.items() if th >= gm)
-
     def window_limited(self, replica: int, buf: int) -> bool:
         rtt = self.rtt.get(replica)
         th = self.thr_.get(replica)
@@ -244,12 +241,6 @@ class LaneClimber:
             new[r] += self._added[r]
             why.append(f"replica {r}: window-limited at {rate * 8 / 1e6:.0f} Mbit/s: {new[r]} connections")
         return new, why
-
-    def unfreeze(self, replica: int) -> None:
-        """Conditions changed (a replica came back, a link was throttled): climb again."""
-        self.frozen_.discard(replica)
-        self._before.pop(replica, None)
-        self._added.pop(replica, None)
 
 
 class StaticChunks:
