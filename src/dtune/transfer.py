@@ -1,7 +1,8 @@
 """One call from sources to verified files: discover, place, tune, run the engine.
 
-``dtune get``, ``dtune demo`` and the benchmark all come through
-``transfer()``; the CLI only parses flags and draws progress.
+``dtune get`` (and so ``dtune demo`` and ``dtune bench``, which run it as a
+process) and ``dtune.get`` come through ``transfer()``; a cluster worker runs
+``fetch_specs()`` on its shard. The CLI only parses flags and draws progress.
 """
 
 from __future__ import annotations
@@ -328,8 +329,8 @@ async def transfer(plan: TransferPlan, *, on_event: EventSink | None = None,
 
 def _measure_mirrors(plan: TransferPlan) -> tuple[dict[str, asyncio.Task], dict[Origin, list[Connection]]]:
     """Start measuring each ``--mirror`` origin's RTT now (origin → task): discovery needs the
-    primary only, and the tuner needs every replica's RTT next. Nothing without a tuner that
-    measures, or a mirror that is not a URL (discovery says why). The probes' connections stay
+    primary only, and the tuner needs every replica's RTT next. Nothing when ``plan.rtt`` is
+    given; a mirror that is not a URL is skipped (discovery says why). The probes' connections stay
     open (origin → them) for the engine's first lanes to that mirror (``WarmPool.adopt``)."""
     tasks: dict[str, asyncio.Task] = {}
     kept: dict[Origin, list[Connection]] = {}
