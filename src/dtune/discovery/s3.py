@@ -91,10 +91,6 @@ class S3Settings:
         return f"{self.bucket_url(bucket)}?{query}"
 
 
-def is_s3(source: str) -> bool:
-    return source[:5].lower() == SCHEME
-
-
 def parse_source(source: str) -> tuple[str, str]:
     """``s3://BUCKET/KEY`` → (bucket, key). The key is taken literally (as the AWS CLI does: no
     percent-decoding); '' or a key ending in '/' is a prefix."""

@@ -45,8 +45,8 @@ class Found(NamedTuple):
 
 class MirrorProbes:
     """The ``--mirror`` origins' RTTs, measured while discovery asks the primary (origin → task):
-    the tuner needs every replica's RTT next. Nothing without a tuner that measures, or a
-    mirror that is not a URL (discovery says why). The probes' connections stay open (origin →
+    the tuner needs every replica's RTT next. Nothing when ``request.rtt`` is given; a mirror
+    that is not a URL is skipped (discovery says why). The probes' connections stay open (origin →
     them, ``kept``) for the engine's first lanes to that mirror (``WarmPool.adopt``)."""
 
     def __init__(self, request: TransferRequest) -> None:
