@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtune.config import Value, resolve
 from dtune.errors import DtuneError, UsageError
+from dtune.loop import run_quietly
 from dtune.options import OPTIONS
 
 if TYPE_CHECKING:
@@ -100,7 +101,6 @@ def get(sources: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.
     else:
         raise RuntimeError("dtune.get() cannot run inside a running event loop: "
                            "use `await dtune.aget(...)` there")
-    from dtune.loop import run_quietly
 
     return run_quietly(aget(sources, out, progress=progress, **options))
 
@@ -115,7 +115,7 @@ async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: st
     (docs/cluster.md).
     """
     from dtune.transfer import request_from, run  # (the whole transfer: not for `import dtune`)
-    from dtune.transfer.events import progress_event
+    from dtune.transfer.events import progress_event  # (with the transfer)
 
     client = None
     if options.get("cluster") is not None and not isinstance(options["cluster"], str):

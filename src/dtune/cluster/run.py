@@ -33,7 +33,7 @@ from dtune.cluster.conduct import Conductor
 from dtune.cluster.local import Quiet, close_local, local_cluster
 from dtune.cluster.shard import cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
-from dtune.cluster.worker import NodeError, run_shard, set_limit
+from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.journal import JOURNAL_SUFFIX
 from dtune.engine.result import FileResult, TransferResult
@@ -147,7 +147,7 @@ class Session:
 
     # ---- the steps -----------------------------------------------------------------------------
     def run(self, client=None) -> TransferResult:  # noqa: ANN001
-        from distributed import Client
+        from distributed import Client  # (Dask: optional, dtune[cluster])
 
         own_cluster = own_client = None
         quiet = Quiet() if client is None else None  # (a caller's own client logs as they set it)
@@ -309,7 +309,6 @@ class Session:
                 client.cancel(futures)
                 client.unsubscribe_topic(self.topic)
                 if self._limits_sent:
-                    from dtune.cluster.worker import forget_limit
                     client.run(forget_limit, self.topic, on_error="ignore")
             except Exception:  # noqa: BLE001 (the scheduler may be gone: nothing left to tidy there)
                 pass

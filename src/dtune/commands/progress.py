@@ -70,8 +70,8 @@ class ConsoleReporter:
         self.bar: Progress | None = None
         self._task = None
         if show_bar:  # rich (~30 ms to import) only for a bar on a terminal
-            from rich.console import Console
-            from rich.progress import (
+            from rich.console import Console  # (rich: ~30 ms, only for a bar)
+            from rich.progress import (  # (rich: ~30 ms, only for a bar)
                 BarColumn,
                 DownloadColumn,
                 Progress,

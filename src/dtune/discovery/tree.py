@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dtune.dataset import FileSpec
+from dtune.discovery import sums
+from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 from dtune.discovery.urls import join_url, last_segment, path_is_dir, relative_segments, requote_url
 from dtune.errors import DiscoveryError
 
@@ -74,7 +76,6 @@ def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
     first = res.body.lstrip()[:1]
     is_html = mime in ("text/html", "application/xhtml+xml")
     if "json" in mime or (not is_html and first in (b"{", b"[")):
-        from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 
         doc = load_json(res.body, page_url, "directory listing")
         if is_manifest(doc):
@@ -102,7 +103,6 @@ def _is_checksum_file(relpath: str) -> bool:
     name = relpath.rpartition("/")[2]
     if not name.lower().endswith(_CHECKSUM_SUFFIXES):
         return False
-    from dtune.discovery import sums
 
     return sums.checksum_file_kind(name) is not None
 
@@ -218,7 +218,6 @@ class TreeWalk:
         user named; a listed one that cannot be read costs a warning, a named one is an error."""
         if not explicit and not (listed and self._checksum_files):
             return  # (sums is not even imported)
-        from dtune.discovery import sums
 
         files = {spec.relpath: spec for spec in self.dataset.files}
         jobs = [self._explicit_checksum_job(where) for where in explicit]
@@ -239,7 +238,6 @@ class TreeWalk:
                 sums.attach(parsed, job.directory, files, job.label, self.warn, suffix_match=job.explicit)
 
     def _explicit_checksum_job(self, where: str) -> sums.Job:
-        from dtune.discovery import sums
 
         if os.path.isfile(where):
             name = os.path.basename(where)
@@ -255,7 +253,6 @@ class TreeWalk:
     async def _read_checksum_file(self, job: sums.Job, limit: asyncio.Semaphore) -> bytes | DiscoveryError | None:
         """The bytes of a checksum file; None after a warning (a listed one that cannot be read); the
         error for one the user named (returned, not raised: the other reads finish first)."""
-        from dtune.discovery import sums
 
         async with limit:
             try:

@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _open(args: argparse.Namespace):
-    from dtune.history.store import open_store
+    from dtune.history.store import open_store  # (SQLAlchemy: ~0.1 s, not for --help)
     return open_store(args.history)
 
 

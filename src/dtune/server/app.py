@@ -245,7 +245,7 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     if choice == "asyncio":
         return None
     try:
-        import uvloop
+        import uvloop  # (uvloop: optional)
     except ImportError:
         if choice == "uvloop":
             raise DtuneError("serve: --loop uvloop asked for, but uvloop is not installed") from None
