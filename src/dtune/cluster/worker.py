@@ -18,9 +18,11 @@ import asyncio
 import json
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from dtune.cluster.marker import check_marker
+from dtune.cluster.messages import ShardResult, ShardTask
 from dtune.config import Value
 from dtune.engine import Engine
 from dtune.errors import DtuneError
@@ -89,26 +91,26 @@ def _plain(event: dict) -> dict:
     return json.loads(json.dumps(event, default=str))
 
 
-def run_shard(task: dict) -> dict:
-    """Fetch one shard (``run.Session.task`` says what it holds); return its results as plain data.
+def run_shard(task: ShardTask) -> ShardResult:
+    """Fetch one shard; return what it did.
 
     Runs in a worker thread: the engine gets an event loop of its own."""
     from distributed import get_worker  # (Dask's own: installed where workers run, not for a plain get)
 
     worker = get_worker()
     node = worker.address
-    problem = check_marker(task["marker"], task["token"])
+    problem = check_marker(task.marker, task.token)
     if problem is not None:
         raise NodeError(f"worker {node}: {problem}")
-    topic = task["topic"]
-    pieces = {spec.relpath for spec in task["specs"] if spec.piece is not None}
+    topic = task.topic
+    pieces = {spec.relpath for spec in task.specs if spec.piece is not None}
 
     def send(event: dict) -> None:
-        event = {**event, "node": node, "shard": task["shard"]}
+        event = {**event, "node": node, "shard": task.shard}
         if event.get("event") == "file_done" and event.get("file") in pieces:
             event["event"] = "piece_done"  # the parent commits the file once all its pieces are in
         elif event.get("event") == "tuning":
-            event["reason"] = [*(event.get("reason") or []), task["note"]]
+            event["reason"] = [*(event.get("reason") or []), task.note]
         worker.log_event(topic, _plain(event))
 
     _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
@@ -120,13 +122,13 @@ def run_shard(task: dict) -> dict:
             del _RUNNING[topic]
 
 
-def shard_request(task: dict, running: int = 1) -> TransferRequest:
+def shard_request(task: ShardTask, running: int = 1) -> TransferRequest:
     """This node's request: the parent's options, its share of the per-origin cap (split among the
     ``running`` shards of the transfer on this node), no cluster."""
-    values = dict(task["given"]["values"])
-    values.update(cluster=None, workers=None, max_connections_per_host=max(1, task["cap"] // max(1, running)),
+    values = dict(task.given["values"])
+    values.update(cluster=None, workers=None, max_connections_per_host=max(1, task.cap // max(1, running)),
                   dry_run=False)
-    request = request_from(task["given"]["sources"], task["outdir"],
+    request = request_from(task.given["sources"], task.outdir,
                            {name: Value(value, "cluster parent") for name, value in values.items()})
     request.energy = False  # one meter per node would each count the host's whole package power
     request.record_history = False  # the parent records the transfer
@@ -147,10 +149,10 @@ async def _room(topic: str, share: int, mine: int) -> None:
         await asyncio.sleep(ROOM_POLL)
 
 
-async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
-    topic = task["topic"]
+async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> ShardResult:
+    topic = task.topic
     request = shard_request(task, _RUNNING.get(topic, 1))
-    paths = [Path(p) for p in task["paths"]]
+    paths = [Path(p) for p in task.paths]
     engines: list[Engine] = []   # (the shard's engine, once it is built)
 
     def progress(snap) -> None:  # noqa: ANN001
@@ -167,8 +169,8 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
         with _ENGINES_LOCK:
             _ENGINES.setdefault(topic, []).append(engine)
 
-    await _room(topic, task["cap"], request.max_per_host)
-    request.shard = Shard(task["specs"], paths, limits=limit_reader(topic, task["cap"]), on_engine=built)
+    await _room(topic, task.cap, request.max_per_host)
+    request.shard = Shard(task.specs, paths, limits=limit_reader(topic, task.cap), on_engine=built)
     try:
         result = await run(request, on_event=send, on_progress=progress)
     finally:
@@ -177,10 +179,10 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
             if held:
                 _ENGINES[topic] = held
     snap = result.snapshot
-    return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
-            "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],
-            "pieces": [[s.relpath, s.piece.start, s.piece.end] for s in task["specs"] if s.piece is not None],
-            "bytes": snap.bytes if snap else 0, "bytes_resumed": snap.bytes_resumed if snap else 0,
-            "seconds": snap.elapsed if snap else 0.0, "retries": snap.retries if snap else 0,
-            "origins": {o: [v.bytes, v.requests] for o, v in snap.origins.items()} if snap else {},
-            "tuning": _plain(result.tuning)}
+    pieces = [(s.relpath, s.piece.start, s.piece.end) for s in task.specs if s.piece is not None]
+    if snap is None:
+        return ShardResult(node, socket.gethostname(), task.shard, result.files, pieces, tuning=_plain(result.tuning))
+    return ShardResult(node, socket.gethostname(), task.shard, result.files, pieces, bytes=snap.bytes,
+                       bytes_resumed=snap.bytes_resumed, seconds=snap.elapsed, retries=snap.retries,
+                       origins={o: (v.bytes, v.requests) for o, v in snap.origins.items()},
+                       tuning=_plain(result.tuning))
