@@ -21,8 +21,8 @@ PROBE = """
 import json, sys
 from dtune.cli import main
 code = main(sys.argv[1:])
-heavy = ("sqlalchemy", "rich", "numpy", "truststore", "dtune.bench", "dtune.testbed", "dtune.model.tree", "dtune.server",
-         "dtune.commands.demo", "dtune.history.store", "dask", "distributed", "dtune.cluster")
+heavy = ("sqlalchemy", "rich", "numpy", "truststore", "dtune_lab.bench", "dtune_lab.testbed", "dtune.model.tree", "dtune.server",
+         "dtune_lab.demo", "dtune.history.store", "dask", "distributed", "dtune.cluster")
 print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
                                                  or any(m == h or m.startswith(h + ".") for h in heavy))}))
 """

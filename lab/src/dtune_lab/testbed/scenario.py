@@ -46,10 +46,10 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.tomlfile import integer as _integer
-from dtune.tomlfile import number as _number
-from dtune.tomlfile import read_toml
-from dtune.tomlfile import table as _table
+from dtune_lab.tomlfile import integer as _integer
+from dtune_lab.tomlfile import number as _number
+from dtune_lab.tomlfile import read_toml
+from dtune_lab.tomlfile import table as _table
 
 DEFAULT_MTU = 9000
 # A queue shorter than this many full-size packets makes even a LAN link drop
