@@ -41,7 +41,7 @@ change an experiment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -156,11 +156,6 @@ class Scenario:
             raise DtuneError(f"scenario {self.name}: at most {MAX_NODES} nodes, got {len(self.nodes)}")
         if not 576 <= self.mtu <= 65000:
             raise DtuneError(f"scenario {self.name}: mtu must be between 576 and 65000, got {self.mtu}")
-
-    def with_link(self, index: int, link: Link) -> Scenario:
-        links = list(self.links)
-        links[index] = link
-        return replace(self, links=tuple(links))
 
 
 _LINK_KEYS = {"rate_mbit", "rtt_ms", "queue_kb", "loss"}
