@@ -15,8 +15,9 @@ Rooms:
 - ``during``   mid-run link changes: when each is due (pure), and the thread that applies them
 - ``runner``   brings everything up, runs the interleaved repetitions, tears everything down
 - ``report``   medians, ratio tables, results.csv / results.json / summary.md, plots
-- ``cli``      the ``bench`` sub-command
+- ``cli``      the ``bench`` sub-command (entry point ``dtune.commands``)
 - ``sweep``    ``dtune history sweep``: fixed θ on the testbed, rows appended to the history
+- ``sweep_cli`` the ``history sweep`` action (entry point ``dtune.history_commands``)
 """
 
 from collections.abc import Callable

@@ -37,9 +37,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from dtune.bench.config import ToolSpec
-from dtune.bench.urls import aria2_input, curl_config, join_url, url_lines
 from dtune.errors import DtuneError
+from dtune_lab.bench.config import ToolSpec
+from dtune_lab.bench.urls import aria2_input, curl_config, join_url, url_lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +258,7 @@ class BitTorrentPeer(Peer):
         return None
 
     def command(self, spec: ToolSpec, job: Job) -> Command:
-        from dtune.bench.bittorrent import client_argv
+        from dtune_lab.bench.bittorrent import client_argv
 
         if not job.torrent:
             raise DtuneError(f"bench: {spec.label}: no torrent for this run (the runner makes one per dataset)")

@@ -56,22 +56,22 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from dtune.bench import Echo
-from dtune.bench.bittorrent import Swarm, announce_url, make_torrent, swarm_plan
-from dtune.bench.client import last_error_line, reported_seconds, run_client, run_clients
-from dtune.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
-from dtune.bench.during import ChangeWatcher, Sample, tail_pace, tail_seconds
-from dtune.bench.peers import Job, peer
-from dtune.bench.report import RunRecord, mbps, trace_name, write_results
-from dtune.bench.servers import BenchServer, Counters, make_server
-from dtune.bench.urls import expected_paths, extra_files
-from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
-from dtune.testbed import Testbed
-from dtune.testbed.cluster import DaskSite
-from dtune.testbed.datasets import multiply_small, plan_dataset, write_plan
-from dtune.testbed.netns import pid_alive, proc_start_time
-from dtune.testbed.scenario import Link
+from dtune_lab.bench import Echo
+from dtune_lab.bench.bittorrent import Swarm, announce_url, make_torrent, swarm_plan
+from dtune_lab.bench.client import last_error_line, reported_seconds, run_client, run_clients
+from dtune_lab.bench.config import BenchConfig, DatasetSpec, LinkChange, Profile, ToolSpec
+from dtune_lab.bench.during import ChangeWatcher, Sample, tail_pace, tail_seconds
+from dtune_lab.bench.peers import Job, peer
+from dtune_lab.bench.report import RunRecord, mbps, trace_name, write_results
+from dtune_lab.bench.servers import BenchServer, Counters, make_server
+from dtune_lab.bench.urls import expected_paths, extra_files
+from dtune_lab.bench.verify import source_digests, verify_output
+from dtune_lab.testbed import Testbed
+from dtune_lab.testbed.cluster import DaskSite
+from dtune_lab.testbed.datasets import multiply_small, plan_dataset, write_plan
+from dtune_lab.testbed.netns import pid_alive, proc_start_time
+from dtune_lab.testbed.scenario import Link
 
 # Under $TMPDIR; other dtune benchmarks use dtune-bench-* too, so this one has
 # its own infix and only ever removes directories that carry its owner file.
@@ -226,7 +226,8 @@ def _tool_versions(tools: Sequence[str]) -> dict[str, str]:
 
 def _source_revision() -> str:
     """The git commit of the dtune source under test, ``+dirty`` when its tree has changes."""
-    src = Path(__file__).resolve().parent.parent
+    import dtune
+    src = Path(dtune.__file__).resolve().parent
     try:
         head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=10)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtune.bench.peers import is_peer
+from dtune_lab.bench.peers import is_peer
 
 DEFAULT_VARIANT = "default"
 
@@ -297,7 +297,7 @@ def write_trace_plots(out: Path, records: Sequence[RunRecord], title: str) -> li
     Each variant shows its median-time verified run (traces/ holds every run).
     Returns the files written; raises ImportError when matplotlib is missing.
     """
-    from dtune.bench.during import Sample, rate_series
+    from dtune_lab.bench.during import Sample, rate_series
 
     groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
     for r in records:

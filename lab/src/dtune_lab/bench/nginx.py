@@ -20,7 +20,7 @@ permissions) and ``user`` (the worker's user when the master runs as root).
 
 ``LocalNginx`` runs such a configuration on 127.0.0.1 and a free port (the
 loopback benchmarks, the tests, the listing captures); the WAN benchmark
-starts its nginx inside a server namespace itself (``dtune.bench.servers``).
+starts its nginx inside a server namespace itself (``dtune_lab.bench.servers``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
+from dtune_lab.procgroup import stop_group
 
 FORMATS = ("json", "html")
 TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")

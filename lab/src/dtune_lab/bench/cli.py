@@ -64,10 +64,10 @@ def _select(config, tools: list[str], datasets: list[str]):  # type: ignore[no-u
 
 
 def run(args: argparse.Namespace) -> int:
-    from dtune.bench.config import load_bench
-    from dtune.bench.report import summarize, summary_markdown, write_plots, write_trace_plots
-    from dtune.bench.runner import Bench
-    from dtune.testbed.netns import check_run_id
+    from dtune_lab.bench.config import load_bench
+    from dtune_lab.bench.report import summarize, summary_markdown, write_plots, write_trace_plots
+    from dtune_lab.bench.runner import Bench
+    from dtune_lab.testbed.netns import check_run_id
 
     config = load_bench(args.scenario)
     config = _select(config, args.tool, args.dataset)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             for path in write_plots(out, rows, config.name) + write_trace_plots(out, records, config.name):
                 echo(f"bench: wrote {path}")
         except ImportError:
-            echo("bench: no plots: matplotlib is not installed (pip install 'dtune[bench]')")
+            echo("bench: no plots: matplotlib is not installed (pip install 'dtune-lab[bench]')")
     print(text, flush=True)
     failed = [r for r in records if not r.verified]
     if failed:

@@ -21,7 +21,7 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
+from dtune_lab.procgroup import stop_group
 
 BANNER = re.compile(r"serving .* on (https?://\S+/)")
 # `python -m dtune` of the running interpreter: the dtune under test, not whatever is on PATH.

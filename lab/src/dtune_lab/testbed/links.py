@@ -1,7 +1,7 @@
 """Link back-ends: how packets get from the client namespace to a server namespace.
 
 ``TunLinks``   two TUN devices per link and the userspace emulator process
-               (``dtune.testbed.emulator``); works on kernels without netem.
+               (``dtune_lab.testbed.emulator``); works on kernels without netem.
 ``NetemLinks`` a veth pair per link with a ``netem`` qdisc on each end; used
                only when the kernel has netem (``netem_available``).
 
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
-from dtune.testbed import netns
-from dtune.testbed.scenario import Link
-from dtune.testbed.tun import open_tun
+from dtune_lab.procgroup import stop_group
+from dtune_lab.testbed import netns
+from dtune_lab.testbed.scenario import Link
+from dtune_lab.testbed.tun import open_tun
 
 TXQUEUELEN = 1000
 
@@ -205,7 +205,7 @@ class TunLinks:
         log = open(netns.run_dir(topo.run_id) / "emulator.log", "ab")
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "dtune.testbed.emulator", json.dumps(config)],
+                [sys.executable, "-m", "dtune_lab.testbed.emulator", json.dumps(config)],
                 pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 start_new_session=True)
         finally:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
-from dtune.testbed.testbed import Testbed
+from dtune_lab.procgroup import stop_group
+from dtune_lab.testbed.testbed import Testbed
 
 DEFAULT_PORT = 8786
 # The scheduler and workers import distributed (about a second each here on a

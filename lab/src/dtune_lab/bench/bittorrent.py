@@ -9,7 +9,7 @@ HTTP with the swarm the MDTP paper measured against. For each run:
    made once per dataset and kept in the benchmark's working directory, since
    the dataset's bytes never change during a benchmark; hashing it is not
    part of any run's time;
-2. the tracker (``dtune.bench.tracker``) in the client namespace, listening
+2. the tracker (``dtune_lab.bench.tracker``) in the client namespace, listening
    on every client address, so each replica reaches it over its own link;
 3. one seeding aria2c per replica namespace, bound to the replica's address,
    seeding from the same dataset directory the HTTP servers serve
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING
 from dtune.errors import DtuneError
 
 if TYPE_CHECKING:
-    from dtune.testbed import Testbed
+    from dtune_lab.testbed import Testbed
 
 TRACKER_PORT = 6969
 PEER_PORT = 6881  # every peer is alone in its namespace, so all use the same port
@@ -102,7 +102,7 @@ def client_argv(torrent: str, outdir: str, args: Sequence[str] = (), port: int =
 
 
 def tracker_argv(port: int = TRACKER_PORT) -> list[str]:
-    return [sys.executable, "-m", "dtune.bench.tracker", "--host", "0.0.0.0", "--port", str(port)]
+    return [sys.executable, "-m", "dtune_lab.bench.tracker", "--host", "0.0.0.0", "--port", str(port)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +155,7 @@ def listening(log_lines: Sequence[str]) -> bool:
 
 def make_torrent(dataset_dir: Path, torrent: Path, announce: str, total_bytes: int) -> bytes:
     """Run mktorrent; return the torrent's info_hash. DtuneError with mktorrent's last line on failure."""
-    from dtune.bench.bencode import BencodeError, info_hash
+    from dtune_lab.bench.bencode import BencodeError, info_hash
 
     torrent.parent.mkdir(parents=True, exist_ok=True)
     argv = mktorrent_argv(str(dataset_dir), dataset_dir.name, str(torrent), announce, total_bytes)
@@ -173,12 +173,13 @@ def make_torrent(dataset_dir: Path, torrent: Path, announce: str, total_bytes: i
 
 
 def _own_pythonpath() -> str:
-    """PYTHONPATH that makes ``python -m dtune...`` import this very dtune (a worktree, not an install)."""
+    """PYTHONPATH that makes ``python -m dtune_lab...`` import this very lab and dtune (worktrees, not installs)."""
     import dtune
+    import dtune_lab
 
-    root = str(Path(dtune.__file__).resolve().parent.parent)
+    roots = dict.fromkeys(str(Path(m.__file__).resolve().parent.parent) for m in (dtune_lab, dtune))
     rest = os.environ.get("PYTHONPATH", "")
-    return root + (os.pathsep + rest if rest else "")
+    return os.pathsep.join([*roots, *([rest] if rest else [])])
 
 
 @dataclass(slots=True)
@@ -285,7 +286,7 @@ class Swarm:
 
     def close(self) -> None:
         """Stop the seeders, then the tracker; each is reaped. Idempotent."""
-        from dtune.procgroup import stop_group
+        from dtune_lab.procgroup import stop_group
 
         procs, self.procs = self.procs, []
         for p in reversed(procs):

@@ -28,7 +28,7 @@ The per-packet path is one ``os.read``, one ``Direction.admit`` call, one
 deque append/pop and one ``os.write`` -- this loop is the testbed's
 bottleneck, see docs/testbed.md for its measured ceiling.
 
-The process is started by ``dtune.testbed.Testbed`` with the TUN fds
+The process is started by ``dtune_lab.testbed.Testbed`` with the TUN fds
 inherited (``pass_fds``) and a JSON config in argv. It serves a control
 socket (JSON lines: ``ping``, ``set``, ``stats``, ``stop``). When started
 with a watch pipe it exits as soon as its owner dies (EOF on the pipe) and
@@ -117,7 +117,7 @@ class Direction:
 
 
 def default_queue_bytes(rate_mbit: float, rtt_ms: float, mtu: int) -> int:
-    from dtune.testbed.scenario import Link
+    from dtune_lab.testbed.scenario import Link
 
     return Link(rate_mbit=rate_mbit, rtt_ms=rtt_ms).queue_bytes(mtu)
 
@@ -281,7 +281,7 @@ class Emulator:
             if not isinstance(index, int) or not 0 <= index < len(self.links):
                 return {"ok": False, "error": f"no link {index!r} (have {len(self.links)})"}
             from dtune.errors import DtuneError
-            from dtune.testbed.scenario import check_link_values
+            from dtune_lab.testbed.scenario import check_link_values
 
             change = {k: request.get(k) for k in ("rate_mbit", "rtt_ms", "loss", "queue_kb")}
             try:
@@ -384,7 +384,7 @@ def main(argv: list[str]) -> int:
     if reason == "orphaned" or (reason == "sigterm" and config.get("owns_run")):
         # Nobody else will clean up: the owner is gone (or this process is the
         # owner of a detached testbed). Remove the namespaces and run dir.
-        from dtune.testbed.netns import destroy_run
+        from dtune_lab.testbed.netns import destroy_run
 
         destroy_run(config["run_id"], from_emulator=True)
     return 0

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
-from dtune.testbed import netns
-from dtune.testbed.links import (
+from dtune_lab.procgroup import stop_group
+from dtune_lab.testbed import netns
+from dtune_lab.testbed.links import (
     NetemLinks,
     Topology,
     TunLinks,
@@ -47,7 +47,7 @@ from dtune.testbed.links import (
     site_ends,
     site_server_addr,
 )
-from dtune.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
+from dtune_lab.testbed.scenario import DEFAULT_MTU, HostConfig, Link, Scenario, load_scenario
 
 BACKENDS = ("auto", "tun", "netem")
 

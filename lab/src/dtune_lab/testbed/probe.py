@@ -2,9 +2,9 @@
 
 Run inside the namespaces (``Testbed.popen`` / ``Testbed.run``)::
 
-    python -m dtune.testbed.probe serve 10.77.0.2 5001 [--lifetime 120]
-    python -m dtune.testbed.probe fetch 10.77.0.2 5001 --streams 8 --seconds 4 --warmup 1
-    python -m dtune.testbed.probe rtt 10.77.0.2 5001 --count 10
+    python -m dtune_lab.testbed.probe serve 10.77.0.2 5001 [--lifetime 120]
+    python -m dtune_lab.testbed.probe fetch 10.77.0.2 5001 --streams 8 --seconds 4 --warmup 1
+    python -m dtune_lab.testbed.probe rtt 10.77.0.2 5001 --count 10
 
 ``serve`` answers each connection's ``SEND <seconds>`` line by streaming
 bytes for that long, sampling the sender's TCP_INFO (the peer's advertised
@@ -150,7 +150,7 @@ def rtt(host: str, port: int, count: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dtune.testbed.probe", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m dtune_lab.testbed.probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("serve")

@@ -1,9 +1,9 @@
 """Measure the emulator: goodput, RTT and its CPU cost on one link.
 
-    python -m dtune.testbed.measure --rate-mbit 1000 --rtt-ms 40 --streams 8 --seconds 5
-    python -m dtune.testbed.measure --rate-mbit 10000 --rtt-ms 1 --streams 8   # the ceiling
+    python -m dtune_lab.testbed.measure --rate-mbit 1000 --rtt-ms 40 --streams 8 --seconds 5
+    python -m dtune_lab.testbed.measure --rate-mbit 10000 --rtt-ms 1 --streams 8   # the ceiling
 
-Brings a one-link testbed up, runs ``dtune.testbed.probe`` (server in srv1,
+Brings a one-link testbed up, runs ``dtune_lab.testbed.probe`` (server in srv1,
 N parallel streams from the client), and prints one JSON object: goodput,
 kernel RTT, the emulator's CPU time per second of wall time (user + system,
 which includes the receiving TCP stack run in its ``write()`` calls) and
@@ -23,9 +23,9 @@ import time
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.testbed import Link, Testbed
+from dtune_lab.testbed import Link, Testbed
 
-PROBE = [sys.executable, "-m", "dtune.testbed.probe"]
+PROBE = [sys.executable, "-m", "dtune_lab.testbed.probe"]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -75,7 +75,7 @@ def measure(link: Link, *, streams: int, seconds: float, warmup: float, client_r
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m dtune.testbed.measure", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m dtune_lab.testbed.measure", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rate-mbit", type=float, default=1000)
     p.add_argument("--rtt-ms", type=float, default=40)

@@ -41,15 +41,15 @@ change an experiment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.tomlfile import integer as _integer
-from dtune.tomlfile import number as _number
-from dtune.tomlfile import read_toml
-from dtune.tomlfile import table as _table
+from dtune_lab.tomlfile import integer as _integer
+from dtune_lab.tomlfile import number as _number
+from dtune_lab.tomlfile import read_toml
+from dtune_lab.tomlfile import table as _table
 
 DEFAULT_MTU = 9000
 # A queue shorter than this many full-size packets makes even a LAN link drop
@@ -156,11 +156,6 @@ class Scenario:
             raise DtuneError(f"scenario {self.name}: at most {MAX_NODES} nodes, got {len(self.nodes)}")
         if not 576 <= self.mtu <= 65000:
             raise DtuneError(f"scenario {self.name}: mtu must be between 576 and 65000, got {self.mtu}")
-
-    def with_link(self, index: int, link: Link) -> Scenario:
-        links = list(self.links)
-        links[index] = link
-        return replace(self, links=tuple(links))
 
 
 _LINK_KEYS = {"rate_mbit", "rtt_ms", "queue_kb", "loss"}

@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dtune.bench.config import LinkChange
-from dtune.testbed import Testbed
+from dtune_lab.bench.config import LinkChange
+from dtune_lab.testbed import Testbed
 
 # How often the watcher of mid-run link changes reads the emulator's counters:
 # one stats request (a Unix-socket round trip of well under a millisecond) per

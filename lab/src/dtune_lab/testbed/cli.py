@@ -11,9 +11,9 @@ import time
 from typing import Any
 
 from dtune.errors import DtuneError, UsageError
-from dtune.testbed import netns
-from dtune.testbed.links import control_request
-from dtune.testbed.testbed import BACKENDS, Testbed, check_host
+from dtune_lab.testbed import netns
+from dtune_lab.testbed.links import control_request
+from dtune_lab.testbed.testbed import BACKENDS, Testbed, check_host
 
 HELP = """\
 An emulated WAN on this machine: a client network namespace and one server

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m dtune.bench.tracker --host 0.0.0.0 --port 6969    # GET /announce?info_hash=...
+    python -m dtune_lab.bench.tracker --host 0.0.0.0 --port 6969    # GET /announce?info_hash=...
 
 The benchmark runs it inside the client namespace for one run: the seeding
 replicas and the downloading client announce to it and learn each other's
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-from dtune.bench.bencode import bencode
+from dtune_lab.bench.bencode import bencode
 
 DEFAULT_PORT = 6969
 DEFAULT_INTERVAL_S = 30
@@ -281,7 +281,7 @@ def serve(host: str, port: int, interval: int = DEFAULT_INTERVAL_S, *, stream: A
 def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m dtune.bench.tracker",
+    ap = argparse.ArgumentParser(prog="python -m dtune_lab.bench.tracker",
                                  description="A minimal HTTP BitTorrent tracker (the bench's BitTorrent baseline).")
     ap.add_argument("--host", default="0.0.0.0")
     ap.add_argument("--port", type=int, default=DEFAULT_PORT, help="0: any free port (printed)")

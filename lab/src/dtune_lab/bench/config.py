@@ -24,7 +24,7 @@
                              # order). Needs the TUN back-end, which the benchmark then uses.
 
     [[dataset]]
-    preset = "html"          # see dtune.testbed.datasets
+    preset = "html"          # see dtune_lab.testbed.datasets
     scale = 1.0
     seed = 0
     files = 1                # optional: keep only the first N files of the plan
@@ -71,9 +71,9 @@ from pathlib import Path
 from typing import Any
 
 from dtune.errors import DtuneError
-from dtune.testbed.datasets import MAX_SMALL_FACTOR, PRESETS
-from dtune.testbed.scenario import MAX_NODES, Link, Scenario, check_link_values, scenario_from_dict
-from dtune.tomlfile import number, read_toml, table, tables
+from dtune_lab.testbed.datasets import MAX_SMALL_FACTOR, PRESETS
+from dtune_lab.testbed.scenario import MAX_NODES, Link, Scenario, check_link_values, scenario_from_dict
+from dtune_lab.tomlfile import number, read_toml, table, tables
 
 SERVERS = ("dtune", "nginx")
 TOOLS = ("dtune", "aria2c", "curl", "wget", "lftp", "rclone", "bittorrent", "command")

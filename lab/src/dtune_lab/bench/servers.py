@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from dtune.bench.nginx import Listing, nginx_config
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Testbed
-from dtune.testbed.netns import ns_exec_argv
+from dtune_lab.bench.nginx import Listing, nginx_config
+from dtune_lab.procgroup import stop_group
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Testbed
+from dtune_lab.testbed.netns import ns_exec_argv
 
 STATS_PATH = "/.well-known/dtune/stats"
 START_TIMEOUT_S = 15.0

@@ -7,7 +7,7 @@ energy). A sweep makes such rows on purpose, as the seed paper's historical
 logs were made: for every link profile × dataset it runs ``dtune get
 --tuner static`` with a fixed θ = (cc, p, pp, cpu_num, cpu_freq) chosen from a
 grid, or a random sample of that grid, inside an emulated WAN
-(``dtune.testbed``), and appends what came of it to the history with
+(``dtune_lab.testbed``), and appends what came of it to the history with
 ``origin = 'sweep'``.
 
 1. ``load_sweep`` reads the scenario (format below); ``plan_runs`` (pure)
@@ -57,7 +57,7 @@ Scenario format (TOML)::
     rtt_ms = 34
     tcp_buffer = 4194304  # the client's tcp_rmem/tcp_wmem maximum, bytes
 
-    [[dataset]]           # as dtune.testbed.datasets / dtune bench
+    [[dataset]]           # as dtune_lab.testbed.datasets / dtune bench
     name = "html"
     preset = "html"
     scale = 0.075
@@ -82,12 +82,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dtune.bench import Echo
-from dtune.bench.config import DatasetSpec
 from dtune.errors import DtuneError
-from dtune.testbed.datasets import PRESETS
-from dtune.testbed.scenario import DEFAULT_MTU, Link
-from dtune.tomlfile import read_toml, table, tables
+from dtune_lab.bench import Echo
+from dtune_lab.bench.config import DatasetSpec
+from dtune_lab.testbed.datasets import PRESETS
+from dtune_lab.testbed.scenario import DEFAULT_MTU, Link
+from dtune_lab.tomlfile import read_toml, table, tables
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
 SAMPLES = ("random", "grid")
@@ -125,8 +125,8 @@ def profile_testbed(profile: SweepProfile, root: Path, *, port: int, mtu: int = 
     The client's TCP buffers are capped at the profile's ``tcp_buffer``; the
     server listens on ``port`` in the server namespace.
     """
-    from dtune.serveproc import ServerProcess
-    from dtune.testbed import Testbed
+    from dtune_lab.serveproc import ServerProcess
+    from dtune_lab.testbed import Testbed
 
     with Testbed.from_profile(servers=[profile.link(rate_mbit)], client_rmem=profile.tcp_buffer,
                               client_wmem=profile.tcp_buffer, mtu=mtu) as tb, \
@@ -401,7 +401,7 @@ class Sweep:
         return self.report
 
     def _make_datasets(self, root: Path) -> None:
-        from dtune.testbed.datasets import file_bytes_seed, make_dataset, plan_dataset, write_file
+        from dtune_lab.testbed.datasets import file_bytes_seed, make_dataset, plan_dataset, write_file
         for d in self.cfg.datasets:
             if d.files is None:
                 make_dataset(d.preset, root / d.name, d.scale, d.seed)
@@ -467,7 +467,7 @@ class Sweep:
 def run_sweep(path: str, *, history: str | None = None, sample: str | None = None, limit: int | None = None,
               runs: int | None = None, echo: Echo = print) -> SweepReport:
     """Load ``path`` and run the sweep (needs root for the testbed)."""
-    from dtune.testbed.testbed import check_host
+    from dtune_lab.testbed.testbed import check_host
     cfg = load_sweep(path)
     check_host()
     return Sweep(cfg, history=history, sample=sample, limit=limit, runs=runs, echo=echo).run()

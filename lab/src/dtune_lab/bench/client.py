@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtune.procgroup import kill_group
-from dtune.testbed import Testbed
+from dtune_lab.procgroup import kill_group
+from dtune_lab.testbed import Testbed
 
 # The summary and the last error are at the end of a client's output; 64 KiB
 # holds them even after a long tail of progress lines.

@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from dtune.testbed.datasets import PRESETS, human, make_dataset, plan_dataset, summarize
+from dtune_lab.testbed.datasets import PRESETS, human, make_dataset, plan_dataset, summarize
 
 HELP = """\
 Write a deterministic (same --seed, same bytes), incompressible dataset:

@@ -16,12 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dtune.bench.verify import source_digests, verify_output
 from dtune.errors import DtuneError
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Link, Testbed
-from dtune.testbed.datasets import write_file
-from dtune.testbed.testbed import check_host
+from dtune_lab.bench.verify import source_digests, verify_output
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Link, Testbed
+from dtune_lab.testbed.datasets import write_file
+from dtune_lab.testbed.testbed import check_host
 
 KB, MB = 1000, 1000 * 1000
 
