@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from dtune import __version__
+from dtune import __version__, plugins
 from dtune.errors import DtuneError, Stopped, UsageError
 from dtune.fileio import raise_open_file_limit
 
@@ -57,7 +57,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     if command in COMMANDS:
         names = [COMMANDS[command]]
     else:
-        from dtune import plugins
         if plugins.add_command(sub, command):  # an installed package's command: that one only
             return parser
         names = COMMAND_MODULES

@@ -48,9 +48,9 @@ LAB_HISTORY_COMMANDS = {
 @functools.cache
 def entry_points(group: str) -> dict[str, EntryPoint]:
     """The entry points of ``group`` by name: the lab's first, in its order, then the rest by name."""
-    from importlib.metadata import entry_points as installed
+    from importlib import metadata  # (importlib.metadata: only for a command that is not dtune's own)
 
-    found = {ep.name: ep for ep in installed(group=group)}
+    found = {ep.name: ep for ep in metadata.entry_points(group=group)}
     known = LAB_COMMANDS if group == COMMANDS_GROUP else LAB_HISTORY_COMMANDS
     order = [*(n for n in known if n in found), *sorted(n for n in found if n not in known)]
     return {name: found[name] for name in order}

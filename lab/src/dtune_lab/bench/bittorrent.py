@@ -44,7 +44,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import dtune
+import dtune_lab
 from dtune.errors import DtuneError
+from dtune_lab.bench.bencode import BencodeError, info_hash
+from dtune_lab.procgroup import stop_group
 
 if TYPE_CHECKING:
     from dtune_lab.testbed import Testbed
@@ -155,7 +159,6 @@ def listening(log_lines: Sequence[str]) -> bool:
 
 def make_torrent(dataset_dir: Path, torrent: Path, announce: str, total_bytes: int) -> bytes:
     """Run mktorrent; return the torrent's info_hash. DtuneError with mktorrent's last line on failure."""
-    from dtune_lab.bench.bencode import BencodeError, info_hash
 
     torrent.parent.mkdir(parents=True, exist_ok=True)
     argv = mktorrent_argv(str(dataset_dir), dataset_dir.name, str(torrent), announce, total_bytes)
@@ -174,8 +177,6 @@ def make_torrent(dataset_dir: Path, torrent: Path, announce: str, total_bytes: i
 
 def _own_pythonpath() -> str:
     """PYTHONPATH that makes ``python -m dtune_lab...`` import this very lab and dtune (worktrees, not installs)."""
-    import dtune
-    import dtune_lab
 
     roots = dict.fromkeys(str(Path(m.__file__).resolve().parent.parent) for m in (dtune_lab, dtune))
     rest = os.environ.get("PYTHONPATH", "")
@@ -286,7 +287,6 @@ class Swarm:
 
     def close(self) -> None:
         """Stop the seeders, then the tracker; each is reaped. Idempotent."""
-        from dtune_lab.procgroup import stop_group
 
         procs, self.procs = self.procs, []
         for p in reversed(procs):

@@ -64,10 +64,15 @@ def _select(config, tools: list[str], datasets: list[str]):  # type: ignore[no-u
 
 
 def run(args: argparse.Namespace) -> int:
-    from dtune_lab.bench.config import load_bench
-    from dtune_lab.bench.report import summarize, summary_markdown, write_plots, write_trace_plots
-    from dtune_lab.bench.runner import Bench
-    from dtune_lab.testbed.netns import check_run_id
+    from dtune_lab.bench.config import load_bench  # (the bench itself: not for --help)
+    from dtune_lab.bench.report import (  # (the bench itself: not for --help)
+        summarize,
+        summary_markdown,
+        write_plots,
+        write_trace_plots,
+    )
+    from dtune_lab.bench.runner import Bench  # (the bench itself: not for --help)
+    from dtune_lab.testbed.netns import check_run_id  # (the bench itself: not for --help)
 
     config = load_bench(args.scenario)
     config = _select(config, args.tool, args.dataset)

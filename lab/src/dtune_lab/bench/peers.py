@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from dtune.errors import DtuneError
+from dtune_lab.bench.bittorrent import client_argv
 from dtune_lab.bench.config import ToolSpec
 from dtune_lab.bench.urls import aria2_input, curl_config, join_url, url_lines
 
@@ -258,7 +259,6 @@ class BitTorrentPeer(Peer):
         return None
 
     def command(self, spec: ToolSpec, job: Job) -> Command:
-        from dtune_lab.bench.bittorrent import client_argv
 
         if not job.torrent:
             raise DtuneError(f"bench: {spec.label}: no torrent for this run (the runner makes one per dataset)")

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtune_lab.bench.during import Sample, rate_series
 from dtune_lab.bench.peers import is_peer
 
 DEFAULT_VARIANT = "default"
@@ -261,10 +262,10 @@ def _slug(text: str) -> str:
 
 def pyplot():  # type: ignore[no-untyped-def]
     """matplotlib.pyplot on the file-only Agg back-end (ImportError when matplotlib is missing)."""
-    import matplotlib
+    import matplotlib  # (matplotlib: optional, for the plots)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # (matplotlib: optional, for the plots)
     return plt
 
 
@@ -297,7 +298,6 @@ def write_trace_plots(out: Path, records: Sequence[RunRecord], title: str) -> li
     Each variant shows its median-time verified run (traces/ holds every run).
     Returns the files written; raises ImportError when matplotlib is missing.
     """
-    from dtune_lab.bench.during import Sample, rate_series
 
     groups: dict[tuple[str, str], dict[str, list[RunRecord]]] = {}
     for r in records:

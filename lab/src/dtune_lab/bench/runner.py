@@ -41,6 +41,7 @@ Theory of operation
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
 import os
@@ -56,7 +57,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import dtune
 from dtune.errors import DtuneError
+from dtune.version import __version__
 from dtune_lab.bench import Echo
 from dtune_lab.bench.bittorrent import Swarm, announce_url, make_torrent, swarm_plan
 from dtune_lab.bench.client import last_error_line, reported_seconds, run_client, run_clients
@@ -116,9 +119,7 @@ def compile_dtune(package: Path | None = None) -> None:
     """Byte-compile dtune's own modules, as ``pip install`` does: an editable tree run with
     ``PYTHONDONTWRITEBYTECODE`` set would otherwise compile every module on every run (0.3 s of
     each ``dtune get`` here), a cost no installed dtune pays."""
-    import compileall
 
-    import dtune
     compileall.compile_dir(str(package or Path(dtune.__file__).parent), quiet=1)
 
 
@@ -219,14 +220,12 @@ def _tool_versions(tools: Sequence[str]) -> dict[str, str]:
             out[tool] = text[0] if text else ""
         except (OSError, subprocess.TimeoutExpired):
             continue
-    from dtune import __version__
     out["dtune"] = f"{__version__} ({_source_revision()})"
     return out
 
 
 def _source_revision() -> str:
     """The git commit of the dtune source under test, ``+dirty`` when its tree has changes."""
-    import dtune
     src = Path(dtune.__file__).resolve().parent
     try:
         head = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"],

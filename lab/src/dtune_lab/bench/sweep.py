@@ -82,11 +82,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dtune.energy import CpuKnobs
 from dtune.errors import DtuneError
 from dtune_lab.bench import Echo
 from dtune_lab.bench.config import DatasetSpec
-from dtune_lab.testbed.datasets import PRESETS
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Testbed
+from dtune_lab.testbed.datasets import PRESETS, file_bytes_seed, make_dataset, plan_dataset, write_file
 from dtune_lab.testbed.scenario import DEFAULT_MTU, Link
+from dtune_lab.testbed.testbed import check_host
 from dtune_lab.tomlfile import read_toml, table, tables
 
 THETA_KEYS = ("cc", "p", "pp", "cpu_num", "cpu_freq")
@@ -125,8 +129,6 @@ def profile_testbed(profile: SweepProfile, root: Path, *, port: int, mtu: int = 
     The client's TCP buffers are capped at the profile's ``tcp_buffer``; the
     server listens on ``port`` in the server namespace.
     """
-    from dtune_lab.serveproc import ServerProcess
-    from dtune_lab.testbed import Testbed
 
     with Testbed.from_profile(servers=[profile.link(rate_mbit)], client_rmem=profile.tcp_buffer,
                               client_wmem=profile.tcp_buffer, mtu=mtu) as tb, \
@@ -355,7 +357,6 @@ class Sweep:
             self.note(f"cpu_num {too_many} > the {len(allowed)} CPUs here: those runs are skipped")
         freq = None
         if self.cfg.theta.get("cpu_freq"):
-            from dtune.energy import CpuKnobs
             knobs = CpuKnobs()
             probe = knobs.apply_cpu_freq(self.cfg.theta["cpu_freq"][0])
             knobs.restore()
@@ -370,7 +371,7 @@ class Sweep:
         self.echo(f"sweep: {text}")
 
     def run(self) -> SweepReport:
-        from dtune.history.store import open_store
+        from dtune.history.store import open_store  # (SQLAlchemy: only where a sweep records)
 
         started = time.monotonic()
         allowed, freq_knobs = self._knobs()
@@ -401,7 +402,6 @@ class Sweep:
         return self.report
 
     def _make_datasets(self, root: Path) -> None:
-        from dtune_lab.testbed.datasets import file_bytes_seed, make_dataset, plan_dataset, write_file
         for d in self.cfg.datasets:
             if d.files is None:
                 make_dataset(d.preset, root / d.name, d.scale, d.seed)
@@ -467,7 +467,6 @@ class Sweep:
 def run_sweep(path: str, *, history: str | None = None, sample: str | None = None, limit: int | None = None,
               runs: int | None = None, echo: Echo = print) -> SweepReport:
     """Load ``path`` and run the sweep (needs root for the testbed)."""
-    from dtune_lab.testbed.testbed import check_host
     cfg = load_sweep(path)
     check_host()
     return Sweep(cfg, history=history, sample=sample, limit=limit, runs=runs, echo=echo).run()

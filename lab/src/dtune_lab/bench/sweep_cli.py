@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentPar
 
 
 def run(args: argparse.Namespace) -> int:
-    from dtune_lab.bench.sweep import load_sweep, plan_runs, run_sweep
+    from dtune_lab.bench.sweep import load_sweep, plan_runs, run_sweep  # (the sweep itself: not for --help)
     if args.dry_run:
         cfg = load_sweep(args.scenario)
         plan = plan_runs(cfg, sample=args.sample, limit=args.limit, runs=args.runs)

@@ -28,13 +28,16 @@ when every seeder is in the swarm.
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import json
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -239,7 +242,6 @@ def _printer(stream: Any) -> Callable[[dict[str, Any]], None]:
 
 def make_server(host: str, port: int, swarms: Swarms, emit: Callable[[dict[str, Any]], None]) -> Any:
     """A threading HTTP server answering ``respond`` on ``host:port`` (0: any free port), not yet serving."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         timeout = 10  # a client that stalls mid-request gives up its thread
@@ -268,7 +270,6 @@ def make_server(host: str, port: int, swarms: Swarms, emit: Callable[[dict[str, 
 
 def serve(host: str, port: int, interval: int = DEFAULT_INTERVAL_S, *, stream: Any = None) -> None:
     """Answer announces on ``host:port`` until killed (SIGTERM ends it cleanly)."""
-    import signal
 
     emit = _printer(stream or sys.stdout)
     with make_server(host, port, Swarms(interval), emit) as httpd:
@@ -279,7 +280,6 @@ def serve(host: str, port: int, interval: int = DEFAULT_INTERVAL_S, *, stream: A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m dtune_lab.bench.tracker",
                                  description="A minimal HTTP BitTorrent tracker (the bench's BitTorrent baseline).")

@@ -48,6 +48,10 @@ import time
 from collections import deque
 from typing import Any
 
+from dtune.errors import DtuneError
+from dtune_lab.testbed.netns import destroy_run
+from dtune_lab.testbed.scenario import Link, check_link_values
+
 # A flush also sends packets due within this window rather than arm a timer
 # for each one: at 1 Gbit/s a 9000-byte frame takes 72 us, so this batches a
 # few frames per wake-up while moving none by more than a quarter millisecond.
@@ -117,7 +121,6 @@ class Direction:
 
 
 def default_queue_bytes(rate_mbit: float, rtt_ms: float, mtu: int) -> int:
-    from dtune_lab.testbed.scenario import Link
 
     return Link(rate_mbit=rate_mbit, rtt_ms=rtt_ms).queue_bytes(mtu)
 
@@ -280,8 +283,6 @@ class Emulator:
             index = request.get("link")
             if not isinstance(index, int) or not 0 <= index < len(self.links):
                 return {"ok": False, "error": f"no link {index!r} (have {len(self.links)})"}
-            from dtune.errors import DtuneError
-            from dtune_lab.testbed.scenario import check_link_values
 
             change = {k: request.get(k) for k in ("rate_mbit", "rtt_ms", "loss", "queue_kb")}
             try:
@@ -384,7 +385,6 @@ def main(argv: list[str]) -> int:
     if reason == "orphaned" or (reason == "sigterm" and config.get("owns_run")):
         # Nobody else will clean up: the owner is gone (or this process is the
         # owner of a detached testbed). Remove the namespaces and run dir.
-        from dtune_lab.testbed.netns import destroy_run
 
         destroy_run(config["run_id"], from_emulator=True)
     return 0
