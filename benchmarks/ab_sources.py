@@ -38,12 +38,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from dtune.bench.config import DatasetSpec, load_bench
-from dtune.bench.during import ChangeWatcher, tail_seconds
-from dtune.bench.runner import build_dataset, compile_dtune
-from dtune.bench.verify import source_digests, verify_output
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Link, Testbed
+from dtune_lab.bench.config import DatasetSpec, load_bench
+from dtune_lab.bench.during import ChangeWatcher, tail_seconds
+from dtune_lab.bench.runner import build_dataset, compile_dtune
+from dtune_lab.bench.verify import source_digests, verify_output
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Link, Testbed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(data) / spec.name
         files = build_dataset(spec, root)
         digests = source_digests(root, files)
-        for v in args.variants:  # as installed: byte-compiled (see dtune.bench.runner.compile_dtune)
+        for v in args.variants:  # as installed: byte-compiled (see dtune_lab.bench.runner.compile_dtune)
             compile_dtune(Path(v) / "src" / "dtune")
         print(f"{where}: {len(files)} files, {sum(s for _, s in files) / 1e6:.1f} MB", flush=True)
         with tb_factory() as tb, \

@@ -130,8 +130,8 @@ class Experiment:
 
 
 def load(path: Path) -> Experiment:
-    from dtune.bench.sweep import sweep_from_dict
-    from dtune.tomlfile import read_toml
+    from dtune_lab.bench.sweep import sweep_from_dict
+    from dtune_lab.tomlfile import read_toml
     data = read_toml(path, "experiment")
     exp = data.get("experiment", {})
     # profiles and datasets have the sweep's format: parse them with its reader
@@ -170,8 +170,8 @@ def command(tool: str, base: str, files: list[tuple[str, int]], outdir: Path, wo
         if tool == "dtree-energy":
             argv += ["--min-throughput", f"{floor_mbps(exp, profile):g}M"]
         return argv, None, "tree"
-    from dtune.bench.config import ToolSpec
-    from dtune.bench.peers import Job, peer
+    from dtune_lab.bench.config import ToolSpec
+    from dtune_lab.bench.peers import Job, peer
     job = Job(dataset="d", files=tuple(files), bases=(base,), listing_bases=(base,), outdir=str(outdir),
               workdir=str(workdir))
     cmd = peer(tool).command(ToolSpec(tool), job)
@@ -279,9 +279,9 @@ class Run:
 
 def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, exp: Experiment, work: Path,
             kind: str) -> Run:
-    from dtune.bench.client import run_client
-    from dtune.bench.urls import expected_paths
-    from dtune.bench.verify import verify_output
+    from dtune_lab.bench.client import run_client
+    from dtune_lab.bench.urls import expected_paths
+    from dtune_lab.bench.verify import verify_output
     rundir = Path(tempfile.mkdtemp(prefix="run-", dir=work))
     try:
         outdir, workdir = rundir / "out", rundir / "lists"
@@ -324,8 +324,8 @@ def run_one(tb, base: str, ds: dict, tool: str, rep: int, profile, model: str, e
 # -- the whole experiment ---------------------------------------------------------------------------
 
 def make_data(root: Path, name: str, preset: str, scale: float, files: int | None, seed: int = 0) -> dict:
-    from dtune.bench.verify import source_digests
-    from dtune.testbed.datasets import file_bytes_seed, plan_dataset, write_file
+    from dtune_lab.bench.verify import source_digests
+    from dtune_lab.testbed.datasets import file_bytes_seed, plan_dataset, write_file
     plan = plan_dataset(preset, scale, seed)
     if files is not None:
         plan = plan[:files]
@@ -366,8 +366,8 @@ def build_times(log_csv: Path) -> list[dict]:
 def run_experiment(exp: Experiment, model: str, out: Path, *,
                    parts: tuple[str, ...] = ("main", "throttled", "answer", "oracle"),
                    echo=print) -> dict:
-    from dtune.bench.sweep import profile_testbed
-    from dtune.testbed.testbed import check_host
+    from dtune_lab.bench.sweep import profile_testbed
+    from dtune_lab.testbed.testbed import check_host
     check_host()
     missing = [t for t in exp.tools if t in PEERS and shutil.which(t) is None]
     if missing:

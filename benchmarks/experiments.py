@@ -89,7 +89,7 @@ def _plot(path: str | None, draw) -> None:  # type: ignore[no-untyped-def]
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(no matplotlib: plot skipped; pip install -e '.[bench]')", file=sys.stderr)
+        print("(no matplotlib: plot skipped; pip install -e './lab[bench]')", file=sys.stderr)
         return
     fig = draw(plt)
     fig.tight_layout()

@@ -63,11 +63,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dtune.bench.nginx import Listing, LocalNginx
 from dtune.errors import DtuneError
 from dtune.fileio import sha256_file
-from dtune.procgroup import kill_group, stop_group
-from dtune.serveproc import ServerProcess
+from dtune_lab.bench.nginx import Listing, LocalNginx
+from dtune_lab.procgroup import kill_group, stop_group
+from dtune_lab.serveproc import ServerProcess
 
 MiB = 1024 * 1024
 CHUNK = 4 * MiB

@@ -32,7 +32,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from dtune.bench.report import read_trace, trace_name
+from dtune_lab.bench.report import read_trace, trace_name
 
 TAIL_SHARE = 0.95
 

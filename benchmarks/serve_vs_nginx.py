@@ -16,7 +16,7 @@ which is steadier than throughput on a shared machine.
   counts bytes (every answer has the same length, learned from a first
   request), so it costs far less CPU than either server.
 
-nginx runs with ``dtune.bench.nginx``'s configuration: one worker (dtune
+nginx runs with ``dtune_lab.bench.nginx``'s configuration: one worker (dtune
 serve is one process), ``sendfile on``, ``tcp_nopush on``, ``access_log
 off``; dtune with ``--quiet``. A benchmark, not a test: it needs ``nginx``
 and ``curl`` on PATH.
@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dtune.bench.nginx import Listing, LocalNginx
-from dtune.serveproc import ServerProcess
+from dtune_lab.bench.nginx import Listing, LocalNginx
+from dtune_lab.serveproc import ServerProcess
 
 # Far more than one round sends on one connection: nginx must never close it mid-measurement.
 KEEPALIVE_REQUESTS = 10_000_000

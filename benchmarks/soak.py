@@ -74,10 +74,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dtune.bench.verify import source_digests, verify_output
-from dtune.procgroup import stop_group
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Link, Testbed
+from dtune_lab.bench.verify import source_digests, verify_output
+from dtune_lab.procgroup import stop_group
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Link, Testbed
 
 MIB = 1 << 20
 KB = 1000
@@ -452,7 +452,7 @@ def plot(soak: Soak, path: Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("(no matplotlib: plot skipped; pip install -e '.[bench]')", file=sys.stderr)
+        print("(no matplotlib: plot skipped; pip install -e './lab[bench]')", file=sys.stderr)
         return False
     fig, axes = plt.subplots(3, 1, figsize=(11, 8), sharex=True)
     t = [s["t"] / 60 for s in soak.samples]

@@ -40,7 +40,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dtune.bench.report import pyplot, save_figure
+from dtune_lab.bench.report import pyplot, save_figure
 
 PAYLOAD = os.urandom(1000)
 

@@ -3,7 +3,7 @@
     result = dtune.get("http://host/data/", "out", retries=3, max_connections_per_host=8)
     result.raise_for_status()
 
-The keywords are the options of ``dtune get`` (``dtune.commands.getopts.OPTIONS``, the long
+The keywords are the options of ``dtune get`` (``dtune.options.OPTIONS``, the long
 flag with ``_``), resolved as on the command line: the config file and the ``DTUNE_*``
 variables apply, an argument wins over both, and a value may be a Python value or the text
 a flag takes (``"4M"``). A transfer is recorded in the history unless ``no_history=True``.
@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtune.errors import DtuneError
+from dtune.config import Value, resolve
+from dtune.errors import DtuneError, UsageError
+from dtune.loop import run_quietly
+from dtune.options import OPTIONS
 
 if TYPE_CHECKING:
     from dtune.accounting import Snapshot
-    from dtune.config import Value
 
 Progress = Callable[[dict], None]
 
@@ -99,7 +101,6 @@ def get(sources: str | os.PathLike | Sequence[str | os.PathLike], out: str | os.
     else:
         raise RuntimeError("dtune.get() cannot run inside a running event loop: "
                            "use `await dtune.aget(...)` there")
-    from dtune.loop import run_quietly
 
     return run_quietly(aget(sources, out, progress=progress, **options))
 
@@ -113,9 +114,8 @@ async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: st
     refused); ``workers=N`` starts a local cluster of N processes for this transfer
     (docs/cluster.md).
     """
-    from dtune.commands.getopts import build_plan
-    from dtune.progress import Clock, progress_event, summary_event
-    from dtune.transfer import transfer
+    from dtune.transfer import request_from, run  # (the whole transfer: not for `import dtune`)
+    from dtune.transfer.events import progress_event  # (with the transfer)
 
     client = None
     if options.get("cluster") is not None and not isinstance(options["cluster"], str):
@@ -124,31 +124,23 @@ async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: st
             raise TypeError("dtune.get(cluster=...): give a synchronous distributed.Client "
                             "(or the scheduler's address), not an asynchronous one")
         if options.get("workers") is not None:
-            from dtune.errors import UsageError
             raise UsageError("cluster= and workers=: give one (an existing cluster, or a local one of N workers)")
     values = resolve_options(options)
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
     outdir = os.fspath(out)
-    plan = build_plan([os.fspath(s) for s in items], outdir, values)
+    request = request_from([os.fspath(s) for s in items], outdir, values)
+    scale_out = None
+    if client is not None or request.cluster is not None or request.workers is not None:
+        from dtune.cluster import scale_out_for  # (Dask: only for a cluster)
+        scale_out = scale_out_for(request, client)
     sink = _Events(progress, progress_event)
-    clock = Clock()
-    result = await transfer(plan, on_event=sink.event, on_progress=sink.progress, client=client)
-    seconds = clock.elapsed()
-    status = 0 if result.ok else 1
-    if not values["no_history"].value:
-        from dtune.history import record_transfer
-
-        event = await asyncio.to_thread(record_transfer, plan, result, status=status,
-                                        started_at=clock.started_at, url=values["history"].value)
-        sink.event(event)
-    summary = summary_event(result, seconds)
-    sink.event(summary)
+    result = await run(request, on_event=sink.event, on_progress=sink.progress, scale_out=scale_out)
     sink.raise_error()
     files = [FileReport(f.relpath, f.status, f.size,
                         None if f.status == "failed" else Path(outdir, f.relpath),
                         sink.checksums.get(f.relpath), f.error)
              for f in result.files]
-    return Result(files, summary)
+    return Result(files, result.summary)
 
 
 async def aget_files(targets: Sequence[tuple[str, str | os.PathLike]], *, progress: Progress | None = None,
@@ -198,9 +190,6 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Value]:
     """The values of every option of ``dtune get`` for these keywords, over the config file and
     the ``DTUNE_*`` variables (``dtune.config.resolve``). A keyword that is no option is a
     TypeError naming the closest one; a bad value a UsageError naming the keyword."""
-    from dtune.commands.getopts import OPTIONS
-    from dtune.config import resolve
-
     names = [opt.name for opt in OPTIONS]
     for name in options:
         if name in _CLI_ONLY:

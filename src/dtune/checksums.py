@@ -8,6 +8,7 @@ for each verified file.
 
 from __future__ import annotations
 
+import importlib.util
 import zlib
 from dataclasses import dataclass
 
@@ -98,7 +99,6 @@ def available(algo: str) -> bool:
     """Can this Python verify ``algo``? Only crc32c needs an optional package (looked up, not imported)."""
     if algo != "crc32c":
         return True
-    import importlib.util
     try:
         return importlib.util.find_spec("crc32c") is not None
     except (ImportError, ValueError):  # a broken or half-imported package

@@ -20,23 +20,20 @@ import sys
 import threading
 from collections.abc import Callable
 
-from dtune import __version__
+from dtune import __version__, plugins
 from dtune.errors import DtuneError, Stopped, UsageError
 from dtune.fileio import raise_open_file_limit
 
-# The sub-commands, in the order `dtune --help` lists them, and the module that adds each.
-# Only the named command's module is imported (`dtune get` does not load the bench);
-# `dtune --help` and a mistyped command import them all.
+# dtune's own sub-commands, in the order `dtune --help` lists them, and the module that adds each.
+# Only the named command's module is imported (`dtune get` does not load the history store);
+# `dtune --help` and a mistyped command import them all. Other packages add theirs through
+# entry points (`dtune.plugins`: the lab's demo, testbed, dataset and bench), listed after these.
 COMMANDS = {
     "get": "dtune.commands.get",
     "config": "dtune.commands.config",
     "serve": "dtune.server.cli",
-    "demo": "dtune.commands.demo",
-    "testbed": "dtune.testbed.cli",
-    "dataset": "dtune.testbed.datasets_cli",
     "history": "dtune.history.cli",
     "model": "dtune.model.cli",
-    "bench": "dtune.bench.cli",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 
@@ -49,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser, with every sub-command or (``command``, a key of ``COMMANDS``) that one only."""
+    """The parser, with every sub-command or (``command``, one of dtune's or an entry point's) that one only."""
     parser = _Parser(
         prog="dtune",
         description="Move large datasets over HTTP fast, by tuning concurrency (cc), "
@@ -57,7 +54,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"dtune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in [COMMANDS[command]] if command in COMMANDS else COMMAND_MODULES:
+    if command in COMMANDS:
+        names = [COMMANDS[command]]
+    else:
+        if plugins.add_command(sub, command):  # an installed package's command: that one only
+            return parser
+        names = COMMAND_MODULES
+    for name in names:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -65,6 +68,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                 continue  # that command is not part of this build
             raise
         module.register(sub)
+    if command not in COMMANDS:
+        plugins.add_commands(sub)
     return parser
 
 
@@ -107,7 +112,9 @@ def main(argv: list[str] | None = None, *, on_parsed: Callable[[], None] | None 
     words = sys.argv[1:] if argv is None else argv
     command = next((w for w in words if not w.startswith("-")), None)
     parser = build_parser(command)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "any_words", False):  # (a command that is not installed takes any)
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if on_parsed is not None:
         on_parsed()
     if not getattr(args, "func", None):

@@ -1,7 +1,7 @@
 """Options declared once: flag, environment variable, config key, default and help from one table.
 
 Each option of ``dtune get`` is one ``Option`` (the table is
-``dtune.commands.getopts.OPTIONS``). From it come:
+``dtune.options.OPTIONS``). From it come:
 
 - the command-line flags, grouped in ``--help`` (``add_arguments``);
 - the environment variable, ``DTUNE_`` + the key in upper case with ``_``

@@ -6,6 +6,8 @@ Every message starts with the operation and names the file, e.g.
 
 from __future__ import annotations
 
+import signal
+
 
 class DtuneError(Exception):
     """Base class: a failure dtune reports as one line, never a traceback."""
@@ -61,7 +63,6 @@ class Stopped(Exception):
     journalled. Not a DtuneError: like KeyboardInterrupt it is how the run ended, not a failure."""
 
     def __init__(self, signum: int) -> None:
-        import signal
         self.signum = signum
         self.name = signal.Signals(signum).name
         super().__init__(f"stopped by {self.name}")

@@ -7,7 +7,9 @@ in a worker thread.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import resource
 import threading
 
 from dtune.checksums import hasher
@@ -101,7 +103,7 @@ def _libc():  # noqa: ANN202 (a ctypes.CDLL, or False)
     global _LIBC
     if _LIBC is None:
         try:
-            import ctypes
+            import ctypes  # (ctypes: only for the calls libc alone has)
             _LIBC = ctypes.CDLL(None, use_errno=True)
         except OSError:
             _LIBC = False
@@ -125,7 +127,7 @@ def start_writeback(fd: int) -> bool:
     call = getattr(_libc(), "sync_file_range", None)
     if call is None or fd < 0:
         return False
-    import ctypes
+    import ctypes  # (ctypes: only for the calls libc alone has)
     return call(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), SYNC_FILE_RANGE_WRITE) == 0
 
 
@@ -136,7 +138,6 @@ def lock_directory(path: str) -> int | None:
     file system cannot lock (some network file systems). Raises DiskError when
     another process holds it: another ``dtune get`` is writing there.
     """
-    import fcntl
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -158,7 +159,6 @@ def raise_open_file_limit(want: int | None = None) -> None:
     open files" per file if it happens.
     """
     try:
-        import resource
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         ceiling = MAX_OPEN_FILES if hard == resource.RLIM_INFINITY else hard
         target = ceiling if want is None else min(want, ceiling)

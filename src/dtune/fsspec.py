@@ -33,11 +33,10 @@ from fsspec.callbacks import DEFAULT_CALLBACK
 from fsspec.implementations.http import HTTPFileSystem
 
 from dtune.api import aget, aget_files, resolve_options
+from dtune.options import OPTIONS
 
 
 def _dtune_option_names() -> set[str]:
-    from dtune.commands.getopts import OPTIONS
-
     return {opt.name for opt in OPTIONS}
 
 

@@ -17,6 +17,7 @@ import tempfile
 from typing import Any
 
 from dtune.api import aget_files, resolve_options
+from dtune.loop import run_quietly
 
 
 class Downloader:
@@ -43,7 +44,6 @@ class Downloader:
         only say whether the server has it (HEAD answered 200)."""
         if check_only:
             return exists(url, **self.options)
-        from dtune.loop import run_quietly
 
         bar = _Bar(self.progressbar)
         try:
@@ -63,12 +63,11 @@ class Downloader:
 def exists(url: str, **options: Any) -> bool:
     """Whether ``url`` answers a HEAD with 200 (redirects followed), with the headers, proxy and
     TLS trust the options give (``dtune get``'s, config file and environment included)."""
-    from dtune.commands.getopts import build_access
-    from dtune.http.client import Fetcher
-    from dtune.loop import run_quietly
+    from dtune.http.client import Fetcher  # (the HTTP client and the request: not for `import dtune.pooch`)
+    from dtune.transfer import access_from  # (with the HTTP client)
 
     values = {name: v.value for name, v in resolve_options(options).items()}
-    access, (bare,), _ = build_access(values, [url], [])
+    access, (bare,), _ = access_from(values, [url], [])
 
     async def head() -> int:
         fetcher = Fetcher(timeout=values["connect_timeout"] + values["stall_timeout"], access=access)
@@ -86,7 +85,7 @@ class _Bar:
     def __init__(self, progressbar: Any) -> None:
         self.bar = None
         if progressbar is True:
-            from tqdm import tqdm
+            from tqdm import tqdm  # (tqdm: optional, as in pooch)
 
             self.bar = tqdm(total=0, unit="B", unit_scale=True, leave=True)
         elif progressbar:

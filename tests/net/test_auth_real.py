@@ -30,8 +30,8 @@ from support.harness import child_env
 from support.realservers import DtuneServe, Unavailable
 from support.recording import HeaderRecorder
 
-from dtune.bench.nginx import Listing, LocalNginx
 from dtune.errors import DtuneError
+from dtune_lab.bench.nginx import Listing, LocalNginx
 
 NGINX = "/usr/sbin/nginx"
 pytestmark = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from dtune.bench.servers import listening
+from dtune_lab.bench.servers import listening
 
 
 def test_listening_sees_a_socket_in_our_own_namespace() -> None:

@@ -325,7 +325,8 @@ def test_connections_open_beside_the_listing_of_a_directory(cc: int | None, p: i
                                                             tmp_path: Path) -> None:
     import asyncio
 
-    from dtune.transfer import TransferPlan, _discover, warm_count
+    from dtune.transfer import TransferRequest
+    from dtune.transfer.listing import list_sources, warm_count
     write_tree(tmp_path / "data", {f"f{i}": b"x" for i in range(5)})
     try:
         server = DtuneServe(tmp_path / "data", env=child_env(tmp_path / "serve")).start()
@@ -333,8 +334,8 @@ def test_connections_open_beside_the_listing_of_a_directory(cc: int | None, p: i
         pytest.skip(f"dtune serve not available: {exc}")
 
     async def discover(source: str) -> tuple[int, int, list[float]]:
-        plan = TransferPlan([source], str(tmp_path / "out"), cc=cc, p=p)
-        dataset, times, pool = await _discover(plan, warm=True)
+        plan = TransferRequest([source], str(tmp_path / "out"), cc=cc, p=p)
+        dataset, times, pool = await list_sources(plan, warm=True)
         try:
             await asyncio.sleep(0.2)  # (any still opening)
             held = [await pool.connect(origin, timeout=5) for origin in list(pool._ready)
@@ -345,7 +346,7 @@ def test_connections_open_beside_the_listing_of_a_directory(cc: int | None, p: i
 
     try:
         files, held, times = asyncio.run(discover(server.base + "/"))
-        assert files == 5 and held == warm_count(TransferPlan([], "", cc=cc, p=p)) + 1 == more + 1
+        assert files == 5 and held == warm_count(TransferRequest([], "", cc=cc, p=p)) + 1 == more + 1
         assert len(times) == more + 1 and all(0 < t < 5 for t in times)  # each connect timed once
         _, held, times = asyncio.run(discover(server.base + "/f0"))  # a file: only discovery's own
         assert held <= 1 and len(times) == 1

@@ -1,4 +1,5 @@
-"""What a one-file ``dtune get`` loads: only the command it runs, no SQLAlchemy, no rich off a terminal.
+"""What a one-file ``dtune get`` loads: only the command it runs, no SQLAlchemy, no rich off a terminal,
+no entry points (``importlib.metadata``) and nothing of the lab.
 
 The time itself is measured by ``benchmarks/startup.py``; this keeps the
 imports that cost it from creeping back.
@@ -16,13 +17,14 @@ from support.fakeserver import FakeServer
 from support.harness import child_env
 
 from dtune.cli import COMMANDS, build_parser
+from dtune.plugins import LAB_COMMANDS
 
 PROBE = """
 import json, sys
 from dtune.cli import main
 code = main(sys.argv[1:])
-heavy = ("sqlalchemy", "rich", "numpy", "truststore", "dtune.bench", "dtune.testbed", "dtune.model.tree", "dtune.server",
-         "dtune.commands.demo", "dtune.history.store", "dask", "distributed", "dtune.cluster")
+heavy = ("sqlalchemy", "rich", "numpy", "truststore", "dtune_lab", "dtune.model.tree", "dtune.server",
+         "dtune.history.store", "dask", "distributed", "dtune.cluster", "importlib.metadata")
 print(json.dumps({"code": code, "loaded": sorted(m for m in sys.modules if m.split(".")[0] in heavy
                                                  or any(m == h or m.startswith(h + ".") for h in heavy))}))
 """
@@ -38,7 +40,7 @@ def probe(env: dict[str, str], *args: str) -> dict:
 def test_the_command_table_is_what_the_modules_register() -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert list(dict.fromkeys(a.dest for a in sub._choices_actions)) == list(COMMANDS)
+    assert list(dict.fromkeys(a.dest for a in sub._choices_actions)) == [*COMMANDS, *LAB_COMMANDS]
     only_get = build_parser("get")
     sub = next(a for a in only_get._actions if isinstance(a, argparse._SubParsersAction))
     assert [a.dest for a in sub._choices_actions] == ["get"]
@@ -63,7 +65,7 @@ def test_the_full_help_still_lists_every_command(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "dtune", "--help"], capture_output=True, text=True,
                           env=child_env(tmp_path), timeout=60)
     assert proc.returncode == 0
-    for name in COMMANDS:
+    for name in [*COMMANDS, *LAB_COMMANDS]:
         assert f"    {name} " in proc.stdout
     bad = subprocess.run([sys.executable, "-m", "dtune", "gte"], capture_output=True, text=True,
                          env=child_env(tmp_path), timeout=60)

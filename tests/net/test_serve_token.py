@@ -30,7 +30,7 @@ import pytest
 from support.rawhttp import connect, read_until_closed, request, status_of
 from support.realservers import DtuneServe, TlsFiles, Unavailable, make_tls_files
 
-from dtune.serveproc import ServerProcess
+from dtune_lab.serveproc import ServerProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 

@@ -23,7 +23,7 @@ def processes_mentioning(text: str) -> list[str]:
 
 def remove_namespaces(run_id: str) -> list[str]:
     """Delete the network namespaces a bench run ``run_id`` left (``dtune-RUN_ID-*``); their names."""
-    from dtune.testbed import netns
+    from dtune_lab.testbed import netns
 
     left = [n for n in netns.list_netns() if n.startswith(f"dtune-{run_id}-")]
     for name in left:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from dtune.procgroup import stop_group
+from dtune_lab.procgroup import stop_group
 from support.realservers import Unavailable, free_port
 
 START_TIMEOUT_S = 10.0

@@ -9,7 +9,7 @@ private ``dtune-test-*`` directory, in the foreground and in a session of its
 own; each has an access log of status, Range and bytes sent (``log()``, one
 ``AccessLine`` format for the three) and an optional per-connection rate
 limit (``rate_kib``) for a test that stops a transfer halfway.
-``DtuneServe`` is ``dtune.serveproc.ServerProcess`` (``python -m
+``DtuneServe`` is ``dtune_lab.serveproc.ServerProcess`` (``python -m
 dtune serve ROOT --host 127.0.0.1 --port 0 --quiet [extra flags]`` in its own
 session, the port read from its "serving ... on http://HOST:PORT/" line, the
 whole session stopped at ``stop()``) with its stderr in a file, so a chatty
@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
-from dtune.bench.nginx import Listing, LocalNginx
-from dtune.bench.nginx import free_port as free_port  # for the tests that pick ports themselves
 from dtune.errors import DtuneError
-from dtune.procgroup import stop_group
-from dtune.serveproc import ServerProcess
+from dtune_lab.bench.nginx import Listing, LocalNginx
+from dtune_lab.bench.nginx import free_port as free_port  # for the tests that pick ports themselves
+from dtune_lab.procgroup import stop_group
+from dtune_lab.serveproc import ServerProcess
 
 
 class Unavailable(Exception):

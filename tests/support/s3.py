@@ -27,7 +27,7 @@ import tempfile
 import time
 from typing import Any, Self
 
-from dtune.procgroup import stop_group
+from dtune_lab.procgroup import stop_group
 from support.realservers import Unavailable, free_port
 
 REGION = "us-east-1"

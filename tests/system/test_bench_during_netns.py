@@ -15,9 +15,9 @@ from typing import Any
 
 from support.marks import NEEDS_CURL, NETNS
 
-from dtune.bench.config import bench_from_dict
-from dtune.bench.runner import Bench
-from dtune.testbed import netns
+from dtune_lab.bench.config import bench_from_dict
+from dtune_lab.bench.runner import Bench
+from dtune_lab.testbed import netns
 
 pytestmark = [*NETNS, NEEDS_CURL]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from dtune.bench.config import ToolSpec
-from dtune.bench.peers import Job, peer
-from dtune.bench.urls import expected_paths, extra_files, join_url
-from dtune.bench.verify import source_digests, verify_output
-from dtune.serveproc import ServerProcess
+from dtune_lab.bench.config import ToolSpec
+from dtune_lab.bench.peers import Job, peer
+from dtune_lab.bench.urls import expected_paths, extra_files, join_url
+from dtune_lab.bench.verify import source_digests, verify_output
+from dtune_lab.serveproc import ServerProcess
 
 pytestmark = pytest.mark.peers
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from support.marks import NETNS
 
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Link, Testbed, netns
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Link, Testbed, netns
 
 pytestmark = NETNS
 

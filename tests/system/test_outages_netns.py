@@ -23,8 +23,8 @@ import pytest
 from support.harness import Report
 from support.marks import NETNS
 
-from dtune.serveproc import ServerProcess
-from dtune.testbed import Link, Testbed
+from dtune_lab.serveproc import ServerProcess
+from dtune_lab.testbed import Link, Testbed
 
 pytestmark = NETNS
 

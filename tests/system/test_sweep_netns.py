@@ -7,15 +7,15 @@ import shutil
 
 import pytest
 
-from dtune.bench.sweep import Sweep, sweep_from_dict
 from dtune.history import open_store
+from dtune_lab.bench.sweep import Sweep, sweep_from_dict
 
 
 @pytest.mark.netns
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("ip"),
                     reason="needs root and ip netns")
 def test_sweep_appends_rows_and_leaves_no_namespace(tmp_path):
-    from dtune.testbed import netns
+    from dtune_lab.testbed import netns
     data = {"sweep": {"sample": "grid", "seed": 0, "timeout_s": 60,
                       "theta": {"cc": [2], "p": [1], "pp": [1, 4], "cpu_num": [1]}},
             "profile": [{"name": "tiny", "rate_mbit": 200, "rtt_ms": 10, "tcp_buffer": 524288}],

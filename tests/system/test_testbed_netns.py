@@ -33,14 +33,14 @@ import pytest
 from support.marks import NETNS
 from support.paths import SCENARIOS
 
-from dtune.testbed import Link, Testbed, netns
+from dtune_lab.testbed import Link, Testbed, netns
 
 pytestmark = NETNS
 
 # Every run id used here starts with this, so the final check can tell our
 # namespaces from those of tests running at the same time.
 TAG = f"t{os.getpid()}"
-PROBE = [sys.executable, "-m", "dtune.testbed.probe"]
+PROBE = [sys.executable, "-m", "dtune_lab.testbed.probe"]
 _counter = iter(range(1000))
 
 
@@ -157,7 +157,7 @@ def test_stop_removes_namespaces_processes_and_run_dir() -> None:
 
 def test_killed_owner_is_cleaned_up_by_the_emulator() -> None:
     rid = run_id()
-    code = (f"from dtune.testbed import Testbed, Link\n"
+    code = (f"from dtune_lab.testbed import Testbed, Link\n"
             f"tb = Testbed.from_profile([Link(rtt_ms=1)], run_id={rid!r}).start()\n"
             f"tb.popen('srv1', ['sleep', '60'])\n"
             f"print('up', flush=True)\nimport time; time.sleep(60)\n")

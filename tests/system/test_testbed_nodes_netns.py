@@ -21,14 +21,14 @@ from pathlib import Path
 import pytest
 from support.marks import NETNS
 
-from dtune.testbed import Link, Testbed, netns
-from dtune.testbed.cluster import DaskSite
-from dtune.testbed.scenario import HostConfig, Scenario
+from dtune_lab.testbed import Link, Testbed, netns
+from dtune_lab.testbed.cluster import DaskSite
+from dtune_lab.testbed.scenario import HostConfig, Scenario
 
 pytestmark = NETNS
 
 TAG = f"tn{os.getpid()}"
-PROBE = [sys.executable, "-m", "dtune.testbed.probe"]
+PROBE = [sys.executable, "-m", "dtune_lab.testbed.probe"]
 RATES = (40.0, 80.0, 120.0)
 
 
@@ -95,7 +95,7 @@ def test_site_scenario_file_parses_and_classic_files_mean_the_same() -> None:
     """cluster3.toml is a site; a one-client file builds no nodes and no switch (no root needed, but cheap)."""
     from support.paths import SCENARIOS
 
-    from dtune.testbed import load_scenario
+    from dtune_lab.testbed import load_scenario
     sc = load_scenario(SCENARIOS / "cluster3.toml")
     assert [n.rate_mbit for n in sc.nodes] == [200, 200, 200] and sc.links[0].rate_mbit == 1000
     tb = Testbed(load_scenario(SCENARIOS / "replicas4.toml"), run_id=f"{TAG}b")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from dtune import argtypes
-from dtune.commands.getopts import GROUPS, OPTIONS, build_plan
 from dtune.config import Option, add_arguments, config_path, resolve, show
 from dtune.errors import UsageError
+from dtune.options import GROUPS, OPTIONS
+from dtune.transfer import request_from
 
 ROWS = [
     Option(("--retries",), "retries", "g", default=5, parse=argtypes.count, metavar="N"),
@@ -118,7 +119,7 @@ def test_every_get_option_has_a_known_group_a_unique_name_and_a_parsable_default
 
 
 def test_the_default_plan_is_what_dtune_get_did_before_the_table(tmp_path: Path) -> None:
-    plan = build_plan(["http://h/x"], str(tmp_path), resolve(OPTIONS, environ={}, use_config=False))
+    plan = request_from(["http://h/x"], str(tmp_path), resolve(OPTIONS, environ={}, use_config=False))
     assert (plan.tuner, plan.max_cc, plan.partitions, plan.max_per_host) == ("auto", 16, 2, 64)
     assert plan.options.retries == 5 and plan.options.speed_limit == 1024
     assert plan.cc is None and plan.p is None and plan.mirrors == []

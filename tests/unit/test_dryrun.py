@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from dtune.dataset import FileSpec
-from dtune.dryrun import disk_states, listing, totals
 from dtune.engine.result import FileResult
+from dtune.transfer.dryrun import disk_states, listing, totals
 
 ROWS = [FileResult("a.nc", "fetch", 1000), FileResult("dir/b c.nc", "skip", 2048),
         FileResult("big.nc", "resume", 3 * 1024 * 1024), FileResult("u.nc", "check", None),

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
 from dtune.errors import UsageError
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 
 def _plan(given: dict, environ: dict | None = None):
     values = resolve(OPTIONS, given=given, environ=environ or {}, use_config=False)
-    return build_plan(["http://h/d/"], "out", values, environ={})
+    return request_from(["http://h/d/"], "out", values, environ={})
 
 
 def test_selection_and_sync_options_land_in_the_plan_and_default_to_everything() -> None:

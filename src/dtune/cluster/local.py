@@ -4,6 +4,7 @@ dtune's client runs (``run.Session``)."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 
@@ -13,7 +14,6 @@ class Quiet:
     tracebacks on stderr for what dtune reports in one line (a lost scheduler, a closed worker)."""
 
     def __init__(self) -> None:
-        import logging
         names = ["distributed", "tornado", "asyncio"] + [n for n in logging.root.manager.loggerDict
                                                         if n.startswith("distributed.")]
         self.levels = {}
@@ -23,7 +23,6 @@ class Quiet:
             log.setLevel(logging.CRITICAL + 1)
 
     def restore(self) -> None:
-        import logging
         for name, level in self.levels.items():
             logging.getLogger(name).setLevel(level)
 
@@ -33,8 +32,8 @@ def local_cluster(n: int):  # noqa: ANN202 (a distributed.LocalCluster)
     last one ends, ``LEAD``), their scratch space and the scheduler's in a ``dtune-dask-`` directory
     that ``close_local`` removes (Dask's default, ``dask-scratch-space`` in the temporary
     directory, stays behind)."""
-    import dask
-    from distributed import LocalCluster
+    import dask  # (Dask: optional, dtune[cluster])
+    from distributed import LocalCluster  # (Dask: optional, dtune[cluster])
 
     scratch = tempfile.mkdtemp(prefix="dtune-dask-")
     try:

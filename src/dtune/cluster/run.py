@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib.util
+import dataclasses
 import os
 import threading
 import time
@@ -31,12 +31,18 @@ from dtune.cluster import marker as markers
 from dtune.cluster import pieces as split
 from dtune.cluster.conduct import Conductor
 from dtune.cluster.local import Quiet, close_local, local_cluster
-from dtune.cluster.shard import cap_share, pack, pieces_of, place
+from dtune.cluster.messages import ShardResult, ShardTask
+from dtune.cluster.shard import ShardPlan, cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
+from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.journal import JOURNAL_SUFFIX
-from dtune.engine.result import FileResult, TransferResult
-from dtune.errors import DtuneError, UsageError
+from dtune.engine.result import TransferResult
+from dtune.errors import DtuneError
+from dtune.transfer import TransferRequest
+from dtune.transfer.events import EventSink
+from dtune.transfer.listing import add_unfetched, list_sources, placed
+from dtune.tuners.registry import online_default
 
 RETRIES = 2            # a shard whose worker died runs again on another one, at most this often
 START_TIMEOUT = 60.0   # seconds to find a worker on the scheduler (reaching it: --connect-timeout)
@@ -48,29 +54,21 @@ TUNER_NOTE = ("cluster: each node searches its own connections within its share 
               "when the aggregate rate stops rising with the nodes' connections (they share a bottleneck), "
               "the parent caps each node's (cluster_tuning events)")
 
-EventSink = Callable[[dict], None]
 
-
-def require_distributed() -> None:
-    """UsageError, saying what to install, when dask's distributed is not importable."""
-    if importlib.util.find_spec("distributed") is None:
-        raise UsageError("--cluster/--workers need Dask distributed: pip install 'dtune[cluster]'")
-
-
-def nodes_summary(results: list[dict]) -> dict[str, dict]:
+def nodes_summary(results: list[ShardResult]) -> dict[str, dict]:
     """Bytes, rate and files per node from the shards' results (``worker.run_shard``); the rate is
     over the seconds the node spent on its shards. Pure."""
     nodes: dict[str, dict] = {}
     for r in results:
-        n = nodes.setdefault(r["node"], {"host": r.get("host"), "bytes": 0, "seconds": 0.0, "files": 0,
-                                         "pieces": 0, "shards": 0, "retries": 0})
-        n["bytes"] += r["bytes"]
-        n["seconds"] += r["seconds"]
+        n = nodes.setdefault(r.node, {"host": r.host, "bytes": 0, "seconds": 0.0, "files": 0,
+                                      "pieces": 0, "shards": 0, "retries": 0})
+        n["bytes"] += r.bytes
+        n["seconds"] += r.seconds
         n["shards"] += 1
-        n["retries"] += r.get("retries", 0)
-        piece_files = {p[0] for p in r.get("pieces", [])}
-        n["pieces"] += len(r.get("pieces", []))
-        n["files"] += sum(1 for f in r["files"] if f[1] in ("done", "skipped") and f[0] not in piece_files)
+        n["retries"] += r.retries
+        piece_files = {p[0] for p in r.pieces}
+        n["pieces"] += len(r.pieces)
+        n["files"] += sum(1 for f in r.files if f.status in ("done", "skipped") and f.relpath not in piece_files)
     for n in nodes.values():
         n["rate_mbps"] = round(n["bytes"] * 8 / 1e6 / n["seconds"], 3) if n["seconds"] > 0 else 0.0
         n["seconds"] = round(n["seconds"], 3)
@@ -133,7 +131,7 @@ class Aggregate:
 class Session:
     """One cluster transfer's Dask side (``run`` in a thread of its own)."""
 
-    def __init__(self, plan, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
+    def __init__(self, plan: TransferRequest, specs: list[FileSpec], paths: list[Path], emit: EventSink,  # noqa: ANN001
                  aggregate: Aggregate, found: concurrent.futures.Future | None = None) -> None:
         """``found``: when given, the dataset is still being discovered; the session reaches the
         cluster and checks the nodes meanwhile, then waits for ``found``'s (specs, paths)."""
@@ -150,7 +148,7 @@ class Session:
 
     # ---- the steps -----------------------------------------------------------------------------
     def run(self, client=None) -> TransferResult:  # noqa: ANN001
-        from distributed import Client
+        from distributed import Client  # (Dask: optional, dtune[cluster])
 
         own_cluster = own_client = None
         quiet = Quiet() if client is None else None  # (a caller's own client logs as they set it)
@@ -217,7 +215,6 @@ class Session:
                     raise
 
     def _transfer(self, client, workers: list[str], path: str, token: str, started: float) -> TransferResult:  # noqa: ANN001
-        from dtune.cluster.worker import run_shard
 
         # every node sees the parent's output directory, or nothing moves
         try:
@@ -257,12 +254,12 @@ class Session:
         pending: list = []   # submitted, not done
         futures: list = []   # every one submitted (cancelled at the end)
         free = list(workers)
-        running: dict[str, list[dict]] = {}           # node → the tasks placed on it, oldest first
-        placed: dict[str, tuple[str, dict]] = {}      # future key → (node, task)
+        running: dict[str, list[ShardTask]] = {}      # node → the tasks placed on it, oldest first
+        placed: dict[str, tuple[str, ShardTask]] = {}  # future key → (node, task)
 
         def submit(i: int, node: str) -> None:
             t = waiting.pop(i)
-            future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t['shard']}",
+            future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t.shard}",
                                    workers=[node], allow_other_workers=True)
             futures.append(future)
             pending.append(future)
@@ -280,11 +277,11 @@ class Session:
             if not free and not ending:
                 return
             busy = {n: sum(self._left(n, t) for t in ts) for n, ts in running.items() if n not in ending}
-            plan = place([t["bytes"] for t in waiting], free + ending, busy, rates)
+            plan = place([t.bytes for t in waiting], free + ending, busy, rates)
             for i in sorted(plan, reverse=True):
                 submit(i, plan[i])
 
-        results: list[dict] = []
+        results: list[ShardResult] = []
         try:
             self.watch.latest = time.monotonic()
             place_next()
@@ -304,8 +301,8 @@ class Session:
                     raise asyncio.CancelledError(f"the scheduler cancelled shard {future.key}")
                 r = future.result()
                 with self._watch_lock:
-                    self.watch.finished(r["shard"])
-                self.aggregate.finished.add((r["node"], r["shard"]))
+                    self.watch.finished(r.shard)
+                self.aggregate.finished.add((r.node, r.shard))
                 results.append(r)
                 place_next()
         finally:
@@ -313,7 +310,6 @@ class Session:
                 client.cancel(futures)
                 client.unsubscribe_topic(self.topic)
                 if self._limits_sent:
-                    from dtune.cluster.worker import forget_limit
                     client.run(forget_limit, self.topic, on_error="ignore")
             except Exception:  # noqa: BLE001 (the scheduler may be gone: nothing left to tidy there)
                 pass
@@ -361,21 +357,21 @@ class Session:
         raise DtuneError(f"cluster {self.address}: {late.reason}; stopped: the same command resumes "
                          f"what the workers journalled")
 
-    def _left(self, node: str, task: dict) -> float:
+    def _left(self, node: str, task: ShardTask) -> float:
         """Bytes the shard running on ``node`` has still to fetch (its latest report)."""
-        e = self.aggregate.latest.get((node, task["shard"]))
-        return max(0.0, task["bytes"] - (e.get("bytes", 0) + e.get("bytes_resumed", 0) if e else 0))
+        e = self.aggregate.latest.get((node, task.shard))
+        return max(0.0, task.bytes - (e.get("bytes", 0) + e.get("bytes_resumed", 0) if e else 0))
 
-    def _rates(self, results: list[dict], running: dict[str, list[dict]]) -> dict[str, float]:
+    def _rates(self, results: list[ShardResult], running: dict[str, list[ShardTask]]) -> dict[str, float]:
         """Each node's rate (bytes/s): its finished shards, and the oldest it runs so far (a shard
         started while that one ends shares the node, and would read as half its rate)."""
         moved: dict[str, list[float]] = {}
         for r in results:
-            acc = moved.setdefault(r["node"], [0.0, 0.0])
-            acc[0] += r["bytes"]
-            acc[1] += r["seconds"]
+            acc = moved.setdefault(r.node, [0.0, 0.0])
+            acc[0] += r.bytes
+            acc[1] += r.seconds
         for node, tasks in running.items():
-            e = self.aggregate.latest.get((node, tasks[0]["shard"])) if tasks else None
+            e = self.aggregate.latest.get((node, tasks[0].shard)) if tasks else None
             if e and e.get("t"):
                 acc = moved.setdefault(node, [0.0, 0.0])
                 acc[0] += e.get("bytes", 0)
@@ -384,7 +380,6 @@ class Session:
 
     def _conduct(self, client) -> None:  # noqa: ANN001
         """The conductor's window, when one is due; new caps go to the nodes (``worker.set_limit``)."""
-        from dtune.cluster.worker import set_limit
 
         if self.conductor is None:
             return
@@ -400,7 +395,7 @@ class Session:
         self.emit({"event": "cluster_tuning", "caps": dict(sorted(caps.caps.items())), "reason": caps.reason,
                    **caps.event})
 
-    def task(self, shard, cap: int, path: str, token: str) -> dict:  # noqa: ANN001
+    def task(self, shard: ShardPlan, cap: int, path: str, token: str) -> ShardTask:
         specs, paths = [], []
         for u in shard.units:
             spec = self.specs[u.index]
@@ -408,10 +403,9 @@ class Session:
                 spec = _with_piece(spec, Piece(u.start, u.end, split.tag(u.start, u.end)))
             specs.append(spec)
             paths.append(str(self.paths[u.index]))
-        return {"shard": shard.id, "bytes": shard.bytes, "specs": specs, "paths": paths,
-                "outdir": os.path.abspath(self.plan.outdir),
-                "given": self.plan.given, "cap": cap, "marker": path, "token": token, "topic": self.topic,
-                "note": TUNER_NOTE}
+        return ShardTask(shard=shard.id, bytes=shard.bytes, specs=specs, paths=paths,
+                         outdir=os.path.abspath(self.plan.outdir), given=self.plan.given, cap=cap,
+                         marker=path, token=token, topic=self.topic, note=TUNER_NOTE)
 
     def _heard(self, event: tuple) -> None:
         e = event[1]
@@ -430,14 +424,12 @@ class Session:
                     pass   # (a report without its numbers: nothing to learn from it)
         self.emit(e)
 
-    def _result(self, results: list[dict], split_files: dict) -> TransferResult:
+    def _result(self, results: list[ShardResult], split_files: dict) -> TransferResult:
         """One result: the whole files as their shards reported them, the split files committed here."""
         out = TransferResult()
         split_names = {self.specs[i].relpath for i in split_files}
         for r in results:
-            for relpath, status, size, error, checksum in r["files"]:
-                if relpath not in split_names:
-                    out.files.append(FileResult(relpath, status, size, error, checksum))
+            out.files.extend(f for f in r.files if f.relpath not in split_names)
         for index, ranges in split_files.items():
             f = split.commit(self.specs[index], str(self.paths[index]), [(s, e) for s, e, _ in ranges])
             out.files.append(f)
@@ -450,45 +442,53 @@ class Session:
         moved = sum(n["bytes"] for n in out.nodes.values())
         snap = self.aggregate.snapshot()
         snap.bytes = moved
-        snap.bytes_resumed = sum(r["bytes_resumed"] for r in results)
+        snap.bytes_resumed = sum(r.bytes_resumed for r in results)
         snap.files_done = sum(1 for f in out.files if f.status == "done")
         snap.files_skipped = sum(1 for f in out.files if f.status == "skipped")
         snap.files_failed = sum(1 for f in out.files if f.status == "failed")
         for r in results:
-            for origin, (nbytes, requests) in r.get("origins", {}).items():
+            for origin, (nbytes, requests) in r.origins.items():
                 view = snap.origins.setdefault(origin, OriginView(0, 0, 0.0))
                 view.bytes += nbytes
                 view.requests += requests
         out.snapshot = snap
         out.tuning = {"tuner": "cluster", "note": TUNER_NOTE,
-                      "shards": {str(r["shard"]): {"node": r["node"], **r["tuning"]} for r in results}}
+                      "shards": {str(r.shard): {"node": r.node, **r.tuning} for r in results}}
         return out
 
 
-def conducted(plan) -> bool:  # noqa: ANN001
+def conducted(plan: TransferRequest) -> bool:
     """May the parent cap the nodes' connections? Only where the nodes' tuners search them: not
     when the user fixed cc and p, nor without the online search (``--no-online``, a paper tuner
     run as published, ``--limit-rate``)."""
-    from dtune.tuners.registry import online_default
     search = online_default(plan.tuner) if plan.online is None else plan.online
     return bool(search) and plan.options.limit_rate <= 0 and not (plan.cc is not None and plan.p is not None)
 
 
 def markers_error(node: str, problem: str) -> DtuneError:
-    from dtune.cluster.worker import NodeError
     return NodeError(f"worker {node}: {problem}; nothing was fetched")
 
 
 def _with_piece(spec: FileSpec, piece: Piece) -> FileSpec:
-    import dataclasses
     return dataclasses.replace(spec, piece=piece)
 
 
-async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,  # noqa: ANN001
-                           client=None) -> TransferResult:  # noqa: ANN001
-    """``transfer`` on a Dask cluster, once the output directory is there and locked."""
-    from dtune.transfer import _discover, add_unfetched, placed
+class Cluster:
+    """The ``ScaleOut`` of a transfer on a Dask cluster (``dtune.transfer.run``): ``client``, a
+    synchronous ``distributed.Client`` already connected, or None for the request's
+    ``--cluster`` address or its local ``--workers``."""
 
+    def __init__(self, client=None) -> None:  # noqa: ANN001 (a distributed.Client; imported late)
+        self.client = client
+
+    async def fetch(self, request: TransferRequest, emit: EventSink,
+                    on_progress: Callable[[Snapshot], None] | None) -> TransferResult:
+        return await cluster_transfer(request, emit, on_progress, client=self.client)
+
+
+async def cluster_transfer(plan: TransferRequest, emit: EventSink, on_progress: Callable[[Snapshot], None] | None,
+                           client=None) -> TransferResult:  # noqa: ANN001
+    """A transfer on a Dask cluster, once ``run`` has made and locked the output directory."""
     loop = asyncio.get_running_loop()
 
     def heard(event: dict) -> None:  # on the client's thread
@@ -505,7 +505,7 @@ async def cluster_transfer(plan, emit: EventSink, on_progress: Callable[[Snapsho
     session = Session(plan, [], [], heard, Aggregate(None, 0), found=found)
     dask_side = asyncio.ensure_future(asyncio.to_thread(session.run, client))
     try:
-        dataset, _, _ = await _while_alive(_discover(plan), dask_side)
+        dataset = (await _while_alive(list_sources(plan), dask_side)).dataset
         specs, paths = placed(plan, dataset, emit)
     except BaseException:
         found.set_exception(_Abandoned())

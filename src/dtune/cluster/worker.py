@@ -1,10 +1,10 @@
 """What a Dask worker runs for one shard: the ordinary engine, with its own tuner.
 
 ``run_shard`` is the Dask task. It checks the shared-output marker first (``marker``), builds
-its own ``TransferPlan`` from the option values the parent was given (an ``Access`` holds TLS
+its own ``TransferRequest`` from the option values the parent was given (an ``Access`` holds TLS
 contexts and credential sources that do not travel; each node reads its own .netrc and
 environment), with the per-origin connection cap shared among the nodes, and runs
-``transfer.fetch_specs`` on the shard's files and pieces. Its events go to the parent through
+it (``dtune.transfer.run``) with the shard's files and pieces as its ``Shard``. Its events go to the parent through
 the scheduler's event log (``Worker.log_event``), each with the node's address.
 
 The parent may cap this node's connections while it runs (``conduct``): it calls ``set_limit``
@@ -18,14 +18,16 @@ import asyncio
 import json
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from dtune.cluster.marker import check_marker
+from dtune.cluster.messages import ShardResult, ShardTask
+from dtune.config import Value
+from dtune.engine import Engine
 from dtune.errors import DtuneError
-
-if TYPE_CHECKING:
-    from dtune.engine import Engine
-
+from dtune.transfer import Shard, TransferRequest, request_from, run
+from dtune.transfer.events import progress_event
 
 # topic → (sequence, cap or None, why): the caps the parent set on this worker (``set_limit``)
 _LIMITS: dict[str, tuple[int, int | None, str]] = {}
@@ -51,7 +53,7 @@ def forget_limit(topic: str) -> None:
     _LIMITS.pop(topic, None)
 
 
-def limit_reader(topic: str, cap: int | None = None):  # noqa: ANN201 (a callable for ``fetch_specs(limits=)``)
+def limit_reader(topic: str, cap: int | None = None):  # noqa: ANN201 (a callable for ``Shard.limits``)
     """For one shard: each call returns the (cap, why) set since the last call (shared among the
     shards of the topic running on this worker), else None. ``cap``: the node's share of the
     per-origin cap; given, a change in the shards running here shares it afresh (the parent
@@ -89,28 +91,26 @@ def _plain(event: dict) -> dict:
     return json.loads(json.dumps(event, default=str))
 
 
-def run_shard(task: dict) -> dict:
-    """Fetch one shard (``run.Session.task`` says what it holds); return its results as plain data.
+def run_shard(task: ShardTask) -> ShardResult:
+    """Fetch one shard; return what it did.
 
     Runs in a worker thread: the engine gets an event loop of its own."""
-    from distributed import get_worker
-
-    from dtune.cluster.marker import check_marker
+    from distributed import get_worker  # (Dask's own: installed where workers run, not for a plain get)
 
     worker = get_worker()
     node = worker.address
-    problem = check_marker(task["marker"], task["token"])
+    problem = check_marker(task.marker, task.token)
     if problem is not None:
         raise NodeError(f"worker {node}: {problem}")
-    topic = task["topic"]
-    pieces = {spec.relpath for spec in task["specs"] if spec.piece is not None}
+    topic = task.topic
+    pieces = {spec.relpath for spec in task.specs if spec.piece is not None}
 
     def send(event: dict) -> None:
-        event = {**event, "node": node, "shard": task["shard"]}
+        event = {**event, "node": node, "shard": task.shard}
         if event.get("event") == "file_done" and event.get("file") in pieces:
             event["event"] = "piece_done"  # the parent commits the file once all its pieces are in
         elif event.get("event") == "tuning":
-            event["reason"] = [*(event.get("reason") or []), task["note"]]
+            event["reason"] = [*(event.get("reason") or []), task.note]
         worker.log_event(topic, _plain(event))
 
     _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
@@ -122,19 +122,17 @@ def run_shard(task: dict) -> dict:
             del _RUNNING[topic]
 
 
-def shard_plan(task: dict, running: int = 1):  # noqa: ANN201 (a TransferPlan; imported late)
-    """This node's plan: the parent's options, its share of the per-origin cap (split among the
+def shard_request(task: ShardTask, running: int = 1) -> TransferRequest:
+    """This node's request: the parent's options, its share of the per-origin cap (split among the
     ``running`` shards of the transfer on this node), no cluster."""
-    from dtune.commands.getopts import build_plan
-    from dtune.config import Value
-
-    values = dict(task["given"]["values"])
-    values.update(cluster=None, workers=None, max_connections_per_host=max(1, task["cap"] // max(1, running)),
+    values = dict(task.given["values"])
+    values.update(cluster=None, workers=None, max_connections_per_host=max(1, task.cap // max(1, running)),
                   dry_run=False)
-    plan = build_plan(task["given"]["sources"], task["outdir"],
-                      {name: Value(value, "cluster parent") for name, value in values.items()})
-    plan.energy = False  # one meter per node would each count the host's whole package power
-    return plan
+    request = request_from(task.given["sources"], task.outdir,
+                           {name: Value(value, "cluster parent") for name, value in values.items()})
+    request.energy = False  # one meter per node would each count the host's whole package power
+    request.record_history = False  # the parent records the transfer
+    return request
 
 
 def open_elsewhere(topic: str) -> int:
@@ -151,13 +149,10 @@ async def _room(topic: str, share: int, mine: int) -> None:
         await asyncio.sleep(ROOM_POLL)
 
 
-async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
-    from dtune.progress import progress_event
-    from dtune.transfer import fetch_specs
-
-    topic = task["topic"]
-    plan = shard_plan(task, _RUNNING.get(topic, 1))
-    paths = [Path(p) for p in task["paths"]]
+async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> ShardResult:
+    topic = task.topic
+    request = shard_request(task, _RUNNING.get(topic, 1))
+    paths = [Path(p) for p in task.paths]
     engines: list[Engine] = []   # (the shard's engine, once it is built)
 
     def progress(snap) -> None:  # noqa: ANN001
@@ -174,20 +169,20 @@ async def _run(task: dict, node: str, send) -> dict:  # noqa: ANN001
         with _ENGINES_LOCK:
             _ENGINES.setdefault(topic, []).append(engine)
 
-    await _room(topic, task["cap"], plan.max_per_host)
+    await _room(topic, task.cap, request.max_per_host)
+    request.shard = Shard(task.specs, paths, limits=limit_reader(topic, task.cap), on_engine=built)
     try:
-        result = await fetch_specs(plan, task["specs"], paths, send, send, progress, on_engine=built,
-                                   limits=limit_reader(topic, task["cap"]))
+        result = await run(request, on_event=send, on_progress=progress)
     finally:
         with _ENGINES_LOCK:   # (the shards of a node run in the worker's threads)
             held = [e for e in _ENGINES.pop(topic, []) if e not in engines]
             if held:
                 _ENGINES[topic] = held
     snap = result.snapshot
-    return {"node": node, "host": socket.gethostname(), "shard": task["shard"],
-            "files": [[f.relpath, f.status, f.size, f.error, f.checksum] for f in result.files],
-            "pieces": [[s.relpath, s.piece.start, s.piece.end] for s in task["specs"] if s.piece is not None],
-            "bytes": snap.bytes if snap else 0, "bytes_resumed": snap.bytes_resumed if snap else 0,
-            "seconds": snap.elapsed if snap else 0.0, "retries": snap.retries if snap else 0,
-            "origins": {o: [v.bytes, v.requests] for o, v in snap.origins.items()} if snap else {},
-            "tuning": _plain(result.tuning)}
+    pieces = [(s.relpath, s.piece.start, s.piece.end) for s in task.specs if s.piece is not None]
+    if snap is None:
+        return ShardResult(node, socket.gethostname(), task.shard, result.files, pieces, tuning=_plain(result.tuning))
+    return ShardResult(node, socket.gethostname(), task.shard, result.files, pieces, bytes=snap.bytes,
+                       bytes_resumed=snap.bytes_resumed, seconds=snap.elapsed, retries=snap.retries,
+                       origins={o: (v.bytes, v.requests) for o, v in snap.origins.items()},
+                       tuning=_plain(result.tuning))

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from dtune import argtypes
-from dtune.commands.getopts import OPTIONS
 from dtune.config import config_path, resolve, show
+from dtune.options import OPTIONS
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import signal
 import sys
-import threading
 from pathlib import Path
 
-from dtune.commands.getopts import GROUPS, OPTIONS, build_plan
+from dtune.commands.progress import ConsoleReporter, JsonReporter
 from dtune.config import add_arguments, resolve
 from dtune.loop import run_async
-from dtune.progress import Clock, ConsoleReporter, JsonReporter
-from dtune.transfer import transfer
+from dtune.options import GROUPS, OPTIONS
+from dtune.transfer import request_from, run
 
 HELP = """\
 Fetch SOURCE(s) into DIR and verify every file.
@@ -63,47 +60,30 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="read options from this TOML file (default $DTUNE_CONFIG, else "
                         "~/.config/dtune/config.toml when it exists)")
     add_arguments(p, OPTIONS, GROUPS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=main)
 
 
-def run(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     names = {opt.name for opt in OPTIONS}
     values = resolve(OPTIONS, given={k: v for k, v in vars(args).items() if k in names},
                      config=Path(args.config) if args.config else None)
-    plan = build_plan(args.sources, args.output, values)
-    opts = {name: value.value for name, value in values.items()}
+    request = request_from(args.sources, args.output, values)
+    scale_out = None
+    if request.cluster is not None or request.workers is not None:
+        from dtune.cluster import scale_out_for  # (Dask: only for --cluster / --workers)
+        scale_out = scale_out_for(request)
     reporter: JsonReporter | ConsoleReporter
-    if opts["json"]:
+    if values["json"].value:
         reporter = JsonReporter()
     else:
-        reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not opts["no_progress"])
-    if not opts["no_history"]:
-        from dtune.history.lite import sqlite_path
-        if sqlite_path(opts["history"]) is None:
-            # recording into another database needs SQLAlchemy (~0.1 s to import): load it
-            # while the transfer waits on the network (a SQLite history needs only sqlite3)
-            threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
-    clock = Clock()
+        reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not values["no_progress"].value)
     try:
         # SIGTERM and SIGHUP stop it as Ctrl-C does: what was written is journalled for the rerun
-        result = run_async(transfer(plan, on_event=reporter.event, on_progress=reporter.progress),
+        result = run_async(run(request, on_event=reporter.event, on_progress=reporter.progress,
+                               scale_out=scale_out),
                            stop_signals=(signal.SIGTERM, signal.SIGHUP))
     finally:
         if isinstance(reporter, ConsoleReporter):
             reporter.close()
-    seconds = clock.elapsed()
-    status = 0 if result.ok else 1
-    if result.dry_run:  # nothing was written, so nothing is recorded
-        reporter.dry_run(result)
-        return status
-    if not opts["no_history"]:
-        from dtune.history import record_transfer
-        reporter.event(record_transfer(plan, result, status=status, started_at=clock.started_at,
-                                       url=opts["history"]))
-    reporter.summary(result, seconds)  # the last event
-    return status
-
-
-def _preload_history() -> None:
-    with contextlib.suppress(Exception):  # the real import, after the transfer, reports any error
-        importlib.import_module("dtune.history.record")
+    reporter.finish(result)
+    return 0 if result.ok else 1

@@ -7,7 +7,8 @@ Theory of operation
 - an existing local file: a Metalink 4 (by extension or first bytes) or an
   aria2-style URL list; read here, parsed by a pure parser.
 - an http(s) URL whose path ends in '/': a directory. It is fetched with
-  ``Accept: application/json``; a JSON object with ``dtune_manifest`` is a
+  ``Accept: application/json`` (and ``Accept-Encoding: gzip``, inflated
+  within the listing's size limit); a JSON object with ``dtune_manifest`` is a
   whole tree at once; a JSON list is one nginx ``autoindex_format json``
   level; HTML is one nginx/Apache index level. Levels are walked breadth
   first, a few requests at a time, with a visited set (redirect loops and
@@ -37,7 +38,7 @@ Walking a directory tree and reading the checksum files it holds live in
 parsers they need are imported on first use, not for a one-file source.
 
 The network is injected: ``fetch`` is a coroutine function with the
-signature of ``dtune.http.client.fetch``; tests pass in-memory fakes.
+signature of ``dtune.http.client.Fetcher.fetch``; tests pass in-memory fakes.
 """
 
 from __future__ import annotations

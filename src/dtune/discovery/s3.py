@@ -24,9 +24,10 @@ ETag (``HEX-N``) is not a digest of the bytes and is ignored.
 from __future__ import annotations
 
 import email.utils
+import os
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import quote, unquote_plus, urlsplit
@@ -36,8 +37,10 @@ from dtune.checksums import Checksum
 from dtune.discovery.entries import Entry
 from dtune.discovery.xmlsafe import parse_untrusted
 from dtune.errors import DiscoveryError, ProtocolError, UsageError
+from dtune.http import awsconfig
 from dtune.http.client import FetchResult
-from dtune.http.message import parse_content_range, parse_unsatisfied_range
+from dtune.http.message import parse_content_range, parse_unsatisfied_range, split_url
+from dtune.http.sigv4 import Credentials, SigV4Signer
 
 SCHEME = "s3://"
 MAX_KEYS = 1000                 # objects per ListObjectsV2 page (S3's own maximum)
@@ -86,10 +89,6 @@ class S3Settings:
         if token is not None:
             query += f"&continuation-token={quote(token, safe='')}"
         return f"{self.bucket_url(bucket)}?{query}"
-
-
-def is_s3(source: str) -> bool:
-    return source[:5].lower() == SCHEME
 
 
 def parse_source(source: str) -> tuple[str, str]:
@@ -266,3 +265,20 @@ def object_entry_from_get(res: FetchResult, settings: S3Settings, bucket: str, k
     checksum = None if encrypted or res.status == 416 else etag_checksum(res.headers.get("etag"))
     return Entry(name=key.rpartition("/")[2], size=size, mtime=mtime,
                  urls=(settings.object_url(bucket, key),), checksum=checksum)
+
+
+def s3_settings(values: Mapping[str, object],
+                environ: Mapping[str, str] | None = None) -> tuple[S3Settings, Credentials | None]:
+    """The endpoint and region of a transfer's buckets, and the credentials to sign with (None:
+    unsigned)."""
+    environ = os.environ if environ is None else environ
+    found = awsconfig.credentials(values, environ)
+    where = awsconfig.region(values, environ)
+    return S3Settings(awsconfig.endpoint(values, environ, where), where, signed=found is not None), found
+
+
+def s3_signer(settings: S3Settings, found: Credentials | None) -> SigV4Signer | None:
+    """The ``SigV4Signer`` for the endpoint's origin, or None for unsigned requests."""
+    if found is None:
+        return None
+    return SigV4Signer(found, settings.region, [split_url(settings.endpoint + "/")[0]])

@@ -17,8 +17,8 @@ mirrors and the limits.
 - ``read_checksum_files`` gives files the digests of the SHA256SUMS-style files
   the listings hold and of those the user named (``sums``).
 
-The parsers and ``sums`` are imported on first use, so a one-file get never
-loads them.
+The HTML and nginx-index parsers (``autoindex``) are imported on first use,
+so a one-file get never loads them.
 """
 
 from __future__ import annotations
@@ -27,17 +27,16 @@ import asyncio
 import errno
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from dtune.dataset import Dataset, FileSpec
+from dtune.discovery import sums
 from dtune.discovery.entries import Entry, Listing
+from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 from dtune.discovery.select import Selection
 from dtune.discovery.urls import join_url, last_segment, path_is_dir, relative_segments, requote_url
 from dtune.errors import DiscoveryError
 from dtune.http.client import FetchResult
-
-if TYPE_CHECKING:
-    from dtune.discovery import sums
 
 # Directory listings fetched at once. Eight hides most of the per-directory
 # round trip on a WAN for trees of many small directories, while staying far
@@ -76,7 +75,6 @@ def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
     first = res.body.lstrip()[:1]
     is_html = mime in ("text/html", "application/xhtml+xml")
     if "json" in mime or (not is_html and first in (b"{", b"[")):
-        from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 
         doc = load_json(res.body, page_url, "directory listing")
         if is_manifest(doc):
@@ -104,7 +102,6 @@ def _is_checksum_file(relpath: str) -> bool:
     name = relpath.rpartition("/")[2]
     if not name.lower().endswith(_CHECKSUM_SUFFIXES):
         return False
-    from dtune.discovery import sums
 
     return sums.checksum_file_kind(name) is not None
 
@@ -232,9 +229,7 @@ class TreeWalk:
         """Give files the digests of the checksum files the listings hold (``listed``) and of those the
         user named; a listed one that cannot be read costs a warning, a named one is an error."""
         if not explicit and not (listed and self._checksum_files):
-            return  # (sums is not even imported)
-        from dtune.discovery import sums
-
+            return
         files = {spec.relpath: spec for spec in self.catalogue.dataset.files}
         jobs = [self._explicit_checksum_job(where) for where in explicit]
         if listed:
@@ -254,8 +249,6 @@ class TreeWalk:
                 sums.attach(parsed, job.directory, files, job.label, self.catalogue.warn, suffix_match=job.explicit)
 
     def _explicit_checksum_job(self, where: str) -> sums.Job:
-        from dtune.discovery import sums
-
         if os.path.isfile(where):
             name = os.path.basename(where)
             label = where
@@ -270,8 +263,6 @@ class TreeWalk:
     async def _read_checksum_file(self, job: sums.Job, limit: asyncio.Semaphore) -> bytes | DiscoveryError | None:
         """The bytes of a checksum file; None after a warning (a listed one that cannot be read); the
         error for one the user named (returned, not raised: the other reads finish first)."""
-        from dtune.discovery import sums
-
         async with limit:
             try:
                 if job.explicit and os.path.isfile(job.where):

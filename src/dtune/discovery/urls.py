@@ -61,15 +61,6 @@ def requote_url(url: str) -> str:
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
-def is_http_url(text: str) -> bool:
-    """True for an absolute http(s) URL with a host."""
-    try:
-        requote_url(text)
-    except ValueError:
-        return False
-    return True
-
-
 def path_is_dir(url: str) -> bool:
     """A URL whose path ends in '/' names a directory (query and fragment aside)."""
     return urlsplit(url).path.endswith("/")

@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+from dtune.energy.knobs import CpuKnobs
 from dtune.energy.result import EnergyResult
 
 
@@ -88,7 +89,6 @@ def _affinity_size() -> int:
 
 
 def _cpufreq_ratio() -> float | None:
-    from dtune.energy.knobs import CpuKnobs
     return CpuKnobs().freq_ratio()
 
 

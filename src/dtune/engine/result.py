@@ -26,6 +26,7 @@ class TransferResult:
     energy: dict | None = None  # {"joules", "kind", "seconds", "watts", "note"} when metered
     dry_run: bool = False       # --dry-run: ``files`` says what would be done, nothing was
     nodes: dict | None = None   # a cluster transfer's bytes, rate and files per node (``dtune.cluster``)
+    summary: dict = field(default_factory=dict)  # the last event (``transfer.events.summary_event``)
 
     @property
     def failed(self) -> list[FileResult]:

@@ -12,7 +12,6 @@ Public API::
     TransferRecord                      one row of ``transfers``
     record_from_result(result, plan_info) -> TransferRecord
     save_transfer(result, plan_info, url=None) -> int
-    record_transfer(plan, result, ...) -> dict   what ``dtune get`` and ``dtune.get()`` both call
 
 Names are loaded on first use, so ``dtune --help`` does not import SQLAlchemy.
 """
@@ -23,11 +22,9 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dtune.engine.result import TransferResult
     from dtune.history.record import record_from_result, save_transfer
     from dtune.history.row import TransferRecord
     from dtune.history.store import HistoryStore, default_url, open_store, resolve_url
-    from dtune.transfer import TransferPlan
 
 _WHERE = {
     "open_store": "store", "HistoryStore": "store", "default_url": "store", "resolve_url": "store",
@@ -35,7 +32,7 @@ _WHERE = {
 }
 
 __all__ = ["HistoryStore", "TransferRecord", "default_url", "open_store", "record_from_result",
-           "record_transfer", "resolve_url", "save_transfer"]
+           "resolve_url", "save_transfer"]
 
 
 def __getattr__(name: str) -> object:
@@ -43,19 +40,3 @@ def __getattr__(name: str) -> object:
         return getattr(importlib.import_module(f"dtune.history.{_WHERE[name]}"), name)
     raise AttributeError(f"module 'dtune.history' has no attribute {name!r}")
 
-
-def record_transfer(plan: TransferPlan, result: TransferResult, *, status: int, started_at: float,
-                    url: str | None) -> dict:
-    """Record a finished transfer (``plan.record()``, never its credentials) and return the event
-    that says so: ``history`` with the row id, or a ``warning`` when the database cannot be
-    written, which does not fail the transfer."""
-    from dtune.errors import DtuneError
-    from dtune.history.record import save_transfer
-
-    info = {**plan.record(), "exit_status": status, "started_at": started_at}
-    if result.energy:
-        info.update(energy_j=result.energy["joules"], energy_kind=result.energy["kind"])
-    try:
-        return {"event": "history", "id": save_transfer(result, info, url)}
-    except DtuneError as exc:
-        return {"event": "warning", "reason": f"transfer history not written: {exc}"}

@@ -85,19 +85,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", required=True, metavar="FILE", help="input file, or - for stdin")
     p.set_defaults(func=run_import)
 
-    p = cmds.add_parser("sweep", parents=[common], help="measure θ on the emulated WAN, append rows (origin sweep)",
-                        description=SWEEP_HELP, formatter_class=raw)
-    p.add_argument("scenario", metavar="SCENARIO.toml",
-                   help="profiles, datasets and the θ grid (e.g. scenarios/dtree-sweep.toml)")
-    p.add_argument("--runs", type=argtypes.positive, metavar="N", help="repetitions of every θ (default: the scenario's)")
-    p.add_argument("--sample", choices=("random", "grid"), help="a random sample of the grid, or all of it")
-    p.add_argument("--limit", type=argtypes.positive, metavar="N", help="at most N runs in all")
-    p.add_argument("--dry-run", action="store_true", help="print the plan (runs per profile and dataset) and stop")
-    p.set_defaults(func=run_sweep)
+    from dtune.plugins import add_history_commands  # `sweep`, from the lab
+    add_history_commands(cmds, [common])
 
 
 def _open(args: argparse.Namespace):
-    from dtune.history.store import open_store
+    from dtune.history.store import open_store  # (SQLAlchemy: ~0.1 s, not for --help)
     return open_store(args.history)
 
 
@@ -251,37 +244,3 @@ def run_import(args: argparse.Namespace) -> int:
                 n = store.import_csv(fh, name=args.csv)
     print(f"imported {_plural(n)} from {args.csv} into {store.name}", file=sys.stderr)
     return 0
-
-
-SWEEP_HELP = """\
-Run `dtune get --tuner static` with fixed θ = (cc, p, pp, cpu_num, cpu_freq)
-on the emulated WAN testbed (needs root) for every link profile × dataset of
-SCENARIO.toml, a grid of θ or a random sample of it, and append each result
-(throughput, energy — measured by RAPL or estimated from CPU time, as the row
-says — and the per-second samples) to the history with origin = sweep. This is
-how the decision-tree model's training log is made; `dtune model build` learns
-from it. cpu_num pins the client to that many CPUs (taskset); cpu_freq is
-applied only where cpufreq exists. Testbeds, servers and datasets are removed
-afterwards. Scenario format: src/dtune/bench/sweep.py, example
-scenarios/dtree-sweep.toml.
-"""
-
-
-def run_sweep(args: argparse.Namespace) -> int:
-    from dtune.bench.sweep import load_sweep, plan_runs
-    from dtune.bench.sweep import run_sweep as sweep
-    if args.dry_run:
-        cfg = load_sweep(args.scenario)
-        plan = plan_runs(cfg, sample=args.sample, limit=args.limit, runs=args.runs)
-        cells: dict[tuple[str, str], int] = {}
-        for r in plan:
-            cells[(r.profile, r.dataset)] = cells.get((r.profile, r.dataset), 0) + 1
-        print(f"{len(plan)} runs ({args.sample or cfg.sample}); grid of {len(cfg.grid())} θ")
-        for (profile, dataset), n in cells.items():
-            print(f"  {profile} × {dataset}: {n}")
-        return 0
-    report = sweep(args.scenario, history=args.history, sample=args.sample, limit=args.limit, runs=args.runs)
-    failed = len(report.outcomes) - report.recorded
-    print(f"sweep: {report.recorded} rows appended ({failed} runs failed or skipped) in "
-          f"{report.seconds / 60:.1f} min", file=sys.stderr)
-    return 0 if report.recorded else 1

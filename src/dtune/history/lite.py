@@ -159,7 +159,7 @@ def prepare(con, name: str) -> None:
     costs one query. Raises ``DtuneError`` for a database this dtune must not
     write (``migrate.plan``), ``sqlite3.Error`` for the caller to word.
     """
-    import sqlite3
+    import sqlite3  # (sqlite3: not before the first byte)
     try:
         found = con.execute(f"SELECT max(version) FROM {migrate.VERSION_TABLE}").fetchone()[0]
     except sqlite3.OperationalError:          # no version table: new, or from before versions
@@ -193,7 +193,7 @@ def migrate_sqlite(con, name: str) -> None:
     ``store.py`` hands its SQLAlchemy engine's connection here, so a SQLite
     file is upgraded by the same code whichever writer opens it first.
     """
-    import sqlite3
+    import sqlite3  # (sqlite3: not before the first byte)
     saved = con.isolation_level
     con.isolation_level = None                # explicit BEGIN/COMMIT, none of sqlite3's own
     try:

@@ -22,6 +22,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from dtune.history.lite import record, sqlite_path
 from dtune.history.row import TransferRecord
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def record_from_result(result: TransferResult, plan_info: dict) -> TransferRecor
     """One history row for a finished transfer.
 
     ``plan_info`` keys, all optional (``dataclasses.asdict(plan)`` of a
-    ``TransferPlan`` plus extras works; unknown keys are ignored):
+    ``TransferRequest`` plus extras works; unknown keys are ignored):
 
     - ``sources`` (list of URLs; the first is recorded) or ``source``;
     - ``dataset_id``: a dataset id or label;
@@ -174,14 +175,12 @@ def save_transfer(result: TransferResult, plan_info: dict, url: str | None = Non
     Raises ``DtuneError`` (one line) if the database cannot be written; the
     caller decides whether that fails the transfer (``dtune get`` warns).
     """
-    from dtune.history.lite import sqlite_path
 
     row = record_from_result(result, plan_info)
     path = sqlite_path(url)
     if path is not None:  # the default: no SQLAlchemy to import for one row
-        from dtune.history.lite import record
         return record(path, row, result.samples or [])
-    from dtune.history.store import open_store
+    from dtune.history.store import open_store  # (SQLAlchemy: only for a database other than SQLite)
 
     with open_store(url) as store:
         return store.record(row, result.samples or [])

@@ -38,6 +38,7 @@ from sqlalchemy.engine import URL, Engine
 from dtune.config import hide_url_password
 from dtune.errors import DtuneError
 from dtune.history import migrate
+from dtune.history.csvio import read_csv, write_csv
 from dtune.history.lite import ENV_VAR, SQLITE_BUSY_TIMEOUT, default_path, migrate_sqlite
 from dtune.history.schema import COLUMNS, TransferRecord, metadata, schema_version, transfers
 from dtune.history.schema import samples as samples_table
@@ -291,7 +292,6 @@ class HistoryStore:
     # ---- CSV -------------------------------------------------------------
     def export_csv(self, fh: IO[str]) -> int:
         """Write every transfer as CSV (dtune's own format); return the row count."""
-        from dtune.history.csvio import write_csv
         return write_csv(fh, self.rows())
 
     def import_csv(self, fh: IO[str], name: str | None = None) -> int:
@@ -300,7 +300,6 @@ class HistoryStore:
         All or nothing: a bad line raises ``DtuneError`` naming ``name`` and the
         line, and nothing is stored. Returns the number of rows imported.
         """
-        from dtune.history.csvio import read_csv
         records = read_csv(fh, name or getattr(fh, "name", "<csv>"))
         return self.record_many(records)
 

@@ -3,6 +3,6 @@
 Layers, bottom up:
   ``message``  sans-IO: request bytes, Content-Range/Retry-After parsing
   ``connection`` one asyncio connection with a pipeline of exchanges, parsed by httptools
-  ``client``   ``fetch()`` for small documents (listings, HEAD) with redirects
+  ``client``   ``Fetcher.fetch()`` for small documents (listings, HEAD) with redirects
 The engine drives ``connection`` directly; nothing here writes files.
 """

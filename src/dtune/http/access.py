@@ -3,7 +3,7 @@
 One ``Access`` is built per transfer and handed to everything that opens a
 connection or writes a request (discovery's ``Fetcher``, the engine's lanes,
 the RTT probe). It holds the only copies of credentials: they are not part of
-``TransferPlan`` (which is written to the history), they are never put into a
+``TransferRequest`` (which is written to the history), they are never put into a
 URL that dtune prints, and each one is **scoped**:
 
 - a credential applies to the origins it was given for (a ``--header`` or a

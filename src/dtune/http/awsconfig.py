@@ -28,10 +28,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from dtune.discovery.s3 import S3Settings
 from dtune.errors import UsageError
-from dtune.http.message import split_url
-from dtune.http.sigv4 import Credentials, SigV4Signer
+from dtune.http.sigv4 import Credentials
 
 DEFAULT_REGION = "us-east-1"
 _OTHER_PROVIDERS = ("role_arn", "credential_process", "sso_session", "sso_start_url", "web_identity_token_file")
@@ -144,20 +142,3 @@ def credentials(values: Mapping[str, object], environ: Mapping[str, str] | None 
         given = f"--s3-profile {profile}" if named else f"AWS_PROFILE={profile}"
         raise UsageError(f"{given}: no such profile in {cred_path} or {conf_path}")
     return None
-
-
-def s3_settings(values: Mapping[str, object],
-                environ: Mapping[str, str] | None = None) -> tuple[S3Settings, Credentials | None]:
-    """The endpoint and region of a transfer's buckets, and the credentials to sign with (None:
-    unsigned)."""
-    environ = os.environ if environ is None else environ
-    found = credentials(values, environ)
-    where = region(values, environ)
-    return S3Settings(endpoint(values, environ, where), where, signed=found is not None), found
-
-
-def s3_signer(settings: S3Settings, found: Credentials | None) -> SigV4Signer | None:
-    """The ``SigV4Signer`` for the endpoint's origin, or None for unsigned requests."""
-    if found is None:
-        return None
-    return SigV4Signer(found, settings.region, [split_url(settings.endpoint + "/")[0]])

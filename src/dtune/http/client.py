@@ -1,4 +1,4 @@
-"""``fetch()``: one small HTTP document (a listing, a HEAD) with redirects.
+"""``Fetcher.fetch()``: one small HTTP document (a listing, a HEAD) with redirects.
 
 Used by discovery; the engine moves file bytes itself over ``Connection``s.
 Idle keep-alive connections are kept per origin so that walking a deep

@@ -191,15 +191,6 @@ class MemoryNetwork:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def aclose(self) -> None:
-        """Reset every connection and wait for the handlers to end."""
-        for key in list(self._ends):
-            for end in list(self._ends[key]):
-                end.abort()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
     def __repr__(self) -> str:
         hosts = ", ".join(f"{h}:{p}" for h, p in self._handlers)
         return f"<MemoryNetwork [{hosts}] open={sum(len(e) for e in self._ends.values())}>"

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
-from dtune import __version__
 from dtune.errors import ProtocolError, UsageError
+from dtune.version import __version__
 
 USER_AGENT = f"dtune/{__version__}"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from dtune import argtypes
 from dtune.errors import DtuneError, UsageError
 from dtune.model.defaults import MIN_SURFACE_LOGS
+from dtune.model.paths import default_model_path, shipped_model_path
 from dtune.model.screen import LeftOut, Reason, Screening, screen
 
 MIN_USABLE_ROWS = 1   # Model.fit needs one row with every key attribute; a useful model wants many more
@@ -128,7 +129,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- build -----------------------------------------------------------------------------------
 
 def shipped_log_path() -> Path:
-    from dtune.model.paths import shipped_model_path
     return shipped_model_path().parent / "sweep-history.csv"
 
 
@@ -152,7 +152,7 @@ def read_csv_rows(path: str) -> list[dict]:
 
 
 def read_history_rows(url: str | None) -> tuple[list[dict], str]:
-    from dtune.history import open_store
+    from dtune.history import open_store  # (SQLAlchemy: ~0.1 s, not for --help)
     with open_store(url) as store:
         return list(store.rows(list(COLUMNS))), store.name
 
@@ -285,8 +285,7 @@ def _say(line: str) -> None:
 
 
 def run_build(args: argparse.Namespace) -> int:
-    from dtune.model import Model
-    from dtune.model.paths import default_model_path
+    from dtune.model import Model  # (NumPy: not for --help)
 
     if args.csv:
         rows, origin = read_csv_rows(args.csv), args.csv
@@ -352,8 +351,7 @@ def run_build(args: argparse.Namespace) -> int:
 # -- query -----------------------------------------------------------------------------------
 
 def load_model(path: str | None):
-    from dtune.model import Model
-    from dtune.model.paths import default_model_path, shipped_model_path
+    from dtune.model import Model  # (NumPy: not for --help)
     if path:
         target = Path(path).expanduser()
     else:

@@ -9,8 +9,8 @@ pure deciders (``paths``, ``conditions``, ``manifest``, ``listing``,
 token check). ``tls`` builds the TLS context of ``--tls-cert``.
 
 ``ServerThread`` (``thread.py``) runs a ``FileServer`` on a private event
-loop in a background thread, for tests and for commands (``dtune demo``)
-that need a real server inside their own process.
+loop in a background thread, for tests that need a real server inside their
+own process.
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     if choice == "asyncio":
         return None
     try:
-        import uvloop
+        import uvloop  # (uvloop: optional)
     except ImportError:
         if choice == "uvloop":
             raise DtuneError("serve: --loop uvloop asked for, but uvloop is not installed") from None

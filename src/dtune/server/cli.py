@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from dtune.server.app import run
+    from dtune.server.app import run  # (the server itself: not for --help)
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"serve: --port {args.port} is not in 0..65535")

@@ -19,6 +19,7 @@ import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from dtune.server.paths import Root, quote_segment
 
@@ -79,6 +80,5 @@ def render_listing(url_path: str, entries: Iterable[ListEntry], *, is_root: bool
 
 
 def _display(url_path: str) -> str:
-    from urllib.parse import unquote
 
     return unquote(url_path, errors="replace")

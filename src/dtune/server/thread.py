@@ -3,8 +3,9 @@
 ``LoopThread`` is the machinery any such server needs: a daemon thread that
 runs ``serve(stop)`` on a private loop, a start that waits until the server
 says it is ready (or failed), and a stop that can be called from any thread.
-``ServerThread`` is ``dtune serve``'s ``FileServer`` on it (``dtune demo``
-and the tests use it); a test double speaking HTTP can be one too.
+``ServerThread`` is ``dtune serve``'s ``FileServer`` on it (the tests use it;
+``dtune demo`` and the bench start ``dtune serve`` as a process instead,
+``dtune_lab.serveproc``); a test double speaking HTTP can be one too.
 
 ``serve`` sets up, calls ``self.ready()``, awaits ``stop.wait()`` and then
 tears down. ``start`` waits at most 10 s for ``ready``: a server that binds

@@ -66,6 +66,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dtune.accounting import Snapshot
+from dtune.energy import process_cpu_time
 from dtune.netfacts import NetworkFacts
 from dtune.params import DEFAULT_SPLIT_THRESHOLD, Params
 from dtune.tuners.base import Decision, Fixed, Tuner, TunerPlan, apply_fixed
@@ -199,7 +200,6 @@ PARTITIONS = 3        # Small / Medium / Large (§1.1 with maxPartitions = 3)
 
 
 def _process_cpu_time() -> float:
-    from dtune.energy import process_cpu_time
     return process_cpu_time()
 
 

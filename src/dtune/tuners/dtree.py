@@ -150,7 +150,7 @@ class DTreeTuner(Tuner):
     # -- the model ----------------------------------------------------------------------
 
     def _load(self) -> Any:
-        from dtune.model import Model
+        from dtune.model import Model  # (NumPy: when the tree is used)
         if self.model is not None and not isinstance(self.model, str | Path):
             self.model_path_ = "<Model>"
             return self.model
@@ -244,7 +244,7 @@ class DTreeTuner(Tuner):
     def _reference_bytes(self, model: Any) -> float | None:
         """Median dataset size (bytes) of the history's transfers this request matches."""
         try:
-            import numpy as np
+            import numpy as np  # (NumPy: when the tree is used)
             m = model.match(self.attrs_)
             keys = model.logs_.keys[m.rows]
             if keys.size == 0:

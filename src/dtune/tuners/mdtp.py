@@ -14,8 +14,9 @@ The rule, per round:
 2. **Estimate** — each replica's per-connection throughput is an EWMA of
    its finished ranges (``alpha`` on the newest; the reference used the last
    range only).
-3. **Fast set** — replicas at or above the geometric mean of the
-   estimates are "fast" (reported; the fastest one sets the round time).
+3. **Fast set** — the paper's replicas at or above the geometric mean of
+   the estimates; not kept here: only the fastest matters (it sets the
+   round time).
 4. **Bin packing** — the fastest replica's range is ``LARGE`` =
    clamp(``bdp_rounds`` × its BDP, ``large_min``, ``large_max``) so that a
    round lasts many RTTs; the round time is ``T = LARGE / th_fastest`` and
@@ -25,8 +26,8 @@ The rule, per round:
    the sizes shrink to ``remaining · th_i / Σ th`` (over every connection),
    so the tail never waits on the slowest replica.
 
-Connections per replica (``lanes_for``): one connection's ceiling is its
-window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
+Connections per replica (``MdtpTuner.plan``, then ``LaneClimber``): one
+connection's ceiling is its window, ``buf / RTT``. A replica whose connection runs at ≥ 70 % of that
 ceiling is window-limited and may use more connections. Each replica starts
 with enough connections to carry its share of the bandwidth through its window
 (``ceil(rate · RTT / window)``, rate at least ``start_rate``, at least
@@ -67,8 +68,9 @@ class MdtpConstants:
     grow_gain: float = 1.10       # keep an added connection only if the replica gained ≥ 10 %
     max_lanes: int = 64           # connections per replica: at 520 ms a 512 KiB window carries
                                   # ~5.6 Mbit/s, so a 400 Mbit/s replica needs ~70
-    start_rate: float = 100e6 / 8 # bytes/s each replica is assumed to carry at the start: it sets
-                                  # the first connections from the window, ceil(rate·RTT / window)
+    start_rate: float = 100e6 / 8 # bytes/s each replica is assumed to carry at the start, at least
+                                  # (its share of the bandwidth when more): the first connections
+                                  # are ceil(rate·RTT / window)
     probe_windows: float = 2.0    # a probe is at most 2 windows (~2 round trips of a connection)
     admit_ratio: float = 2.0      # a replica within 2× of the fastest per connection always takes work
     start_lanes: int = 3          # connections per replica at the start: one window-limited stream
@@ -199,10 +201,6 @@ class MdtpSizer:
         bdp = th * rtt if rtt else 0.0
         return int(min(self.k.large_max, max(self.k.large_min, self.k.bdp_rounds * bdp)))
 
-    def fast_set(self) -> list[int]:
-        gm = geometric_mean(list(self.thr_.values()))
-        return sorted(r for r, th in self.thr_.items() if th >= gm)
-
     def window_limited(self, replica: int, buf: int) -> bool:
         rtt = self.rtt.get(replica)
         th = self.thr_.get(replica)
@@ -245,12 +243,6 @@ class LaneClimber:
             why.append(f"replica {r}: window-limited at {rate * 8 / 1e6:.0f} Mbit/s: {new[r]} connections")
         return new, why
 
-    def unfreeze(self, replica: int) -> None:
-        """Conditions changed (a replica came back, a link was throttled): climb again."""
-        self.frozen_.discard(replica)
-        self._before.pop(replica, None)
-        self._added.pop(replica, None)
-
 
 class StaticChunks:
     """Baseline: equal ranges of ``chunk`` bytes from every replica (no adaptation)."""
@@ -283,8 +275,8 @@ class StaticChunks:
 class MdtpTuner(Tuner):
     """MDTP (§3): one partition, every replica in use, bin-packed range sizes.
 
-    Starts with enough connections per replica for ``start_rate`` through its
-    window (their first ranges are the probes), sizes every later range with
+    Starts each replica with the connections its window needs for its share of
+    the bandwidth, at least ``start_rate`` (their first ranges are the probes), sizes every later range with
     ``MdtpSizer`` and grows the connections of window-limited replicas with
     ``LaneClimber`` every ``period`` seconds (at least 3 round trips of the
     slowest replica).

@@ -16,9 +16,13 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
 ``max_window``). The RTT is the kernel's estimate on the connections in use
 (``Snapshot.rtt_live``). The search runs through four phases:
 
-* **start** — measure the tuner's own θ. If its connections are
+* **start** — measure the starting count (the tuner's θ; ``OnlineTuner``
+  starts lower when θ is far above the windows the path's BDP needs, and
+  higher when a given bandwidth needs more). If its connections are
   window-limited (each carries at least ``window_limited`` × window / RTT),
-  more connections can help: probe **up**; else probe **down**.
+  more connections can help: probe **up**; else shed at once to what the
+  windows need (after ``slow_start_rtts`` round trips; before, or when that
+  is no more than one step, probe **down**).
 * **up** — multiply N by ``grow``. A step is kept only if goodput rises by at
   least ``gain`` (a connection that adds less than its share is not worth
   holding: the utility penalises connections adding nothing), and the next
@@ -28,8 +32,9 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   holds, since a probe down could only lose rate. Re-probes from hold skip
   the down direction for the same reason.
 * **down** — multiply N by ``shrink``. A step is kept if goodput falls by at
-  most ``shed_loss``: the rate is reached with fewer connections. Otherwise N
-  goes back and the search **holds**.
+  most ``shed_loss``: the rate is reached with fewer connections, and the
+  next step down is tried unless ``shrink`` × N windows could not carry the
+  rate. Otherwise N goes back and the search **holds**.
 * **hold** — keep N and watch: a goodput ``change`` (±25 %) away from the
   reference for ``confirm`` windows in a row means the path changed. A drop
   on window-limited connections (the RTT grew) jumps straight to the count

@@ -66,38 +66,38 @@ def _auto(req: Request) -> Tuner:
 
 def _heuristic(mode: str) -> Callable[[Request], Tuner]:
     def build(req: Request) -> Tuner:
-        from dtune.tuners.promc import HeuristicTuner
+        from dtune.tuners.promc import HeuristicTuner  # (a tuner's module loads when it is picked)
         return HeuristicTuner(mode, max_cc=req.max_cc, max_partitions=req.max_partitions, fixed=req.fixed)
     return build
 
 
 def _dtree(req: Request, *, auto: bool = False) -> Tuner:
-    from dtune.tuners.dtree import DTreeTuner
+    from dtune.tuners.dtree import DTreeTuner  # (a tuner's module loads when it is picked)
     return DTreeTuner(req.sla or "max-throughput", model=req.model, min_throughput=req.min_throughput,
                       max_energy=req.max_energy, max_cc=req.max_cc, max_partitions=req.max_partitions,
                       auto=auto, online=req.online, fixed=req.fixed)
 
 
 def _golike(req: Request) -> Tuner:
-    from dtune.tuners.golike import GoLikeTuner
+    from dtune.tuners.golike import GoLikeTuner  # (a tuner's module loads when it is picked)
     return GoLikeTuner(fixed=req.fixed)
 
 
 def _static(req: Request) -> Tuner:
-    from dtune.tuners.static import StaticTuner
+    from dtune.tuners.static import StaticTuner  # (a tuner's module loads when it is picked)
     return StaticTuner(fixed=req.fixed)
 
 
 def _mdtp(chunks: int | None) -> Callable[[Request], Tuner]:
     def build(req: Request) -> Tuner:
-        from dtune.tuners.mdtp import MdtpTuner
+        from dtune.tuners.mdtp import MdtpTuner  # (a tuner's module loads when it is picked)
         return MdtpTuner(static_chunks=chunks, fixed=req.fixed)
     return build
 
 
 def _ditacchio(sla: str) -> Callable[[Request], Tuner]:
     def build(req: Request) -> Tuner:
-        from dtune.tuners.ditacchio import DiTacchioTuner
+        from dtune.tuners.ditacchio import DiTacchioTuner  # (a tuner's module loads when it is picked)
         return DiTacchioTuner(sla, fixed=req.fixed)
     return build
 

@@ -4,7 +4,7 @@
     python tests/data/listings/capture.py apache   # needs /usr/sbin/apache2 (Debian's apache2)
 
 (with dtune importable, e.g. ``PYTHONPATH=src``: nginx runs with the
-configuration of ``dtune.bench.nginx``, as in the tests and benchmarks).
+configuration of ``dtune_lab.bench.nginx``, as in the tests and benchmarks).
 
 Each run builds the same small tree in a temp dir (names with spaces, unicode,
 '%', '#', '?', '&', quotes and angle brackets, a long name, subdirectories,
@@ -26,8 +26,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from dtune.bench.nginx import Listing, LocalNginx, free_port
-from dtune.procgroup import stop_group
+from dtune_lab.bench.nginx import Listing, LocalNginx, free_port
+from dtune_lab.procgroup import stop_group
 
 HERE = Path(__file__).resolve().parent
 MTIME = 1_700_000_000

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from dtune.bench.bittorrent import (
+from dtune.errors import DtuneError
+from dtune_lab.bench.bittorrent import (
     MAX_PIECES,
     PEER_PORT,
     STALL_TIMEOUT_S,
@@ -24,10 +25,9 @@ from dtune.bench.bittorrent import (
     swarm_plan,
     uploaded_bytes,
 )
-from dtune.bench.config import ToolSpec, bench_from_dict
-from dtune.bench.peers import Job, is_peer, peer
-from dtune.bench.urls import expected_paths
-from dtune.errors import DtuneError
+from dtune_lab.bench.config import ToolSpec, bench_from_dict
+from dtune_lab.bench.peers import Job, is_peer, peer
+from dtune_lab.bench.urls import expected_paths
 
 MB = 1_000_000
 
@@ -55,7 +55,7 @@ def test_the_plan_puts_the_tracker_in_the_client_and_one_bound_seeder_per_replic
     servers = [("dtune-x-srv1", "10.77.0.2", "10.77.0.1"), ("dtune-x-srv2", "10.77.1.2", "10.77.1.1")]
     plan = swarm_plan("/w/t/ds.torrent", "/w/data", "dtune-x-client", servers)
     ns, argv = plan.tracker
-    assert ns == "dtune-x-client" and argv[:3] == [sys.executable, "-m", "dtune.bench.tracker"]
+    assert ns == "dtune-x-client" and argv[:3] == [sys.executable, "-m", "dtune_lab.bench.tracker"]
     assert argv[argv.index("--host") + 1] == "0.0.0.0"  # every link's client address
     assert [(s[0], s[1]) for s in plan.seeders] == [(n, a) for n, a, _ in servers]
     for (_ns, addr, sargv), (_, _, client_addr) in zip(plan.seeders, servers, strict=True):
@@ -129,7 +129,7 @@ def test_the_row_is_skipped_when_mktorrent_or_aria2c_is_missing(monkeypatch: pyt
 
 def test_the_bench_skips_the_row_with_the_reason_when_mktorrent_is_missing(monkeypatch: pytest.MonkeyPatch,
                                                                           tmp_path: Path) -> None:
-    from dtune.bench.runner import Bench
+    from dtune_lab.bench.runner import Bench
     cfg = bench_from_dict({"link": [{"rate_mbit": 100}, {"rate_mbit": 50}], "dataset": [{"preset": "html"}],
                            "tool": [{"tool": "dtune"}, {"tool": "bittorrent", "variant": "paper-baseline"}]})
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "mktorrent" else "/usr/bin/" + name)
@@ -150,7 +150,7 @@ def test_a_scenario_row_of_tool_bittorrent_parses() -> None:
 @pytest.mark.parametrize("name", ["replicas4", "replicas4-dataset", "mdtp-filesize", "mdtp-latency",
                                   "mdtp-throttle"])
 def test_the_multi_source_scenarios_carry_the_paper_baseline_row(name: str) -> None:
-    from dtune.bench.config import load_bench
+    from dtune_lab.bench.config import load_bench
     cfg = load_bench(Path(__file__).parents[3] / "scenarios" / f"{name}.toml")
     rows = [t for t in cfg.tools if t.tool == "bittorrent"]
     assert [t.variant for t in rows] == ["paper-baseline-4-seeders"] and len(cfg.scenario.links) == 4
@@ -165,7 +165,7 @@ class _LocalTestbed:
 
 
 def test_a_seeder_that_dies_fails_the_start_with_its_last_words_and_nothing_is_left(tmp_path: Path) -> None:
-    tracker = [sys.executable, "-m", "dtune.bench.tracker", "--host", "127.0.0.1", "--port", "0"]
+    tracker = [sys.executable, "-m", "dtune_lab.bench.tracker", "--host", "127.0.0.1", "--port", "0"]
     dead = ["sh", "-c", "echo 'Exception: no such file'; exit 3"]
     plan = SwarmPlan(tracker=("client", tracker), seeders=(("srv1", "127.0.0.2", dead),))
     swarm = Swarm(_LocalTestbed(), plan, b"\x01" * 20, tmp_path / "bt", ready_timeout=20)  # type: ignore[arg-type]
@@ -176,7 +176,7 @@ def test_a_seeder_that_dies_fails_the_start_with_its_last_words_and_nothing_is_l
 
 
 def test_a_swarm_that_never_gets_ready_times_out(tmp_path: Path) -> None:
-    tracker = [sys.executable, "-m", "dtune.bench.tracker", "--host", "127.0.0.1", "--port", "0"]
+    tracker = [sys.executable, "-m", "dtune_lab.bench.tracker", "--host", "127.0.0.1", "--port", "0"]
     idle = ["sleep", "30"]  # alive, but never announces
     plan = SwarmPlan(tracker=("client", tracker), seeders=(("srv1", "127.0.0.2", idle),))
     swarm = Swarm(_LocalTestbed(), plan, b"\x01" * 20, tmp_path / "bt", ready_timeout=1.5)  # type: ignore[arg-type]

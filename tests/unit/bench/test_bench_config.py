@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from support.paths import SCENARIOS
 
-from dtune.bench.config import bench_from_dict, link_label, load_bench
 from dtune.errors import DtuneError
-from dtune.testbed.scenario import Link
+from dtune_lab.bench.config import bench_from_dict, link_label, load_bench
+from dtune_lab.testbed.scenario import Link
 
 # The scenarios with dtune bench tables (other files there feed other experiments).
 BENCH_SCENARIOS = ["lan", "replicas4", "wan1g-large", "wan1g-mixed", "wan1g-small"]

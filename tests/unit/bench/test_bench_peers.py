@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from dtune.bench.config import ToolSpec
-from dtune.bench.peers import PEERS, Job, is_peer, peer
 from dtune.errors import DtuneError
+from dtune_lab.bench.config import ToolSpec
+from dtune_lab.bench.peers import PEERS, Job, is_peer, peer
 
 FILES = (("html/000/a b.html", 10), ("html/001/q?.html", 20))
 ONE = (("video/clip-000.mp4", 1000),)
@@ -22,7 +22,7 @@ def job(files=FILES, bases=BASES) -> Job:  # type: ignore[no-untyped-def]
 
 
 def test_every_tool_of_the_config_has_an_adapter() -> None:
-    from dtune.bench.config import TOOLS
+    from dtune_lab.bench.config import TOOLS
     assert set(PEERS) | {"command"} == set(TOOLS)
     assert peer("command").tool == "command" and not is_peer("command")
 
@@ -119,6 +119,6 @@ def test_unknown_mode_is_an_error() -> None:
 
 
 def test_missing_binary_gives_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dtune.bench.peers.shutil.which", lambda name: None)
+    monkeypatch.setattr("dtune_lab.bench.peers.shutil.which", lambda name: None)
     assert peer("aria2c").missing() == "aria2c is not installed"
     assert peer("dtune").missing() is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dtune.bench.report import (
+from dtune_lab.bench.report import (
     RunRecord,
     best_peer,
     csv_text,

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from dtune.bench.client import last_error_line, reported_seconds
-from dtune.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
-from dtune.bench.during import (
+from dtune.errors import DtuneError
+from dtune_lab.bench.client import last_error_line, reported_seconds
+from dtune_lab.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
+from dtune_lab.bench.during import (
     ChangeSchedule,
     ChangeWatcher,
     Sample,
@@ -27,8 +28,8 @@ from dtune.bench.during import (
     tail_pace,
     tail_seconds,
 )
-from dtune.bench.report import RunRecord
-from dtune.bench.runner import (
+from dtune_lab.bench.report import RunRecord
+from dtune_lab.bench.runner import (
     OWNER_FILE,
     Bench,
     Combo,
@@ -39,9 +40,8 @@ from dtune.bench.runner import (
     reap_stale_workdirs,
     schedule,
 )
-from dtune.errors import DtuneError
-from dtune.testbed.datasets import multiply_small, plan_dataset
-from dtune.testbed.scenario import Link
+from dtune_lab.testbed.datasets import multiply_small, plan_dataset
+from dtune_lab.testbed.scenario import Link
 
 
 def test_every_repetition_runs_every_combo_once_rotated() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dtune.bench.servers import Counters, bench_nginx_config, parse_access_log
+from dtune_lab.bench.servers import Counters, bench_nginx_config, parse_access_log
 
 
 def test_access_log_counts_requests_and_body_bytes() -> None:

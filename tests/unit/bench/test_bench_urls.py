@@ -8,7 +8,8 @@ from urllib.parse import unquote
 import pytest
 from support.urls import assert_whole_name_in_path
 
-from dtune.bench.urls import (
+from dtune.errors import DtuneError
+from dtune_lab.bench.urls import (
     aria2_input,
     curl_config,
     expected_paths,
@@ -17,7 +18,6 @@ from dtune.bench.urls import (
     quote_path,
     url_lines,
 )
-from dtune.errors import DtuneError
 
 AWKWARD = [
     "plain/file.bin",

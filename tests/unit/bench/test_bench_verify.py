@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from dtune.bench.urls import expected_paths
-from dtune.bench.verify import source_digests, verify_output
+from dtune_lab.bench.urls import expected_paths
+from dtune_lab.bench.verify import source_digests, verify_output
 
 
 def tree(root: Path, files: dict[str, bytes]) -> list[tuple[str, int]]:

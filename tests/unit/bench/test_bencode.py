@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dtune.bench.bencode import MAX_DEPTH, BencodeError, bdecode, bencode, info_hash
+from dtune_lab.bench.bencode import MAX_DEPTH, BencodeError, bdecode, bencode, info_hash
 
 
 @pytest.mark.parametrize("value, text", [

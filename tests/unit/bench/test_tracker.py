@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dtune.bench.bencode import bdecode
-from dtune.bench.tracker import (
+from dtune_lab.bench.bencode import bdecode
+from dtune_lab.bench.tracker import (
     MAX_QUERY,
     Announce,
     AnnounceError,
@@ -129,7 +129,7 @@ def test_limits_keep_a_stray_client_from_filling_memory() -> None:
 
 
 def test_compact_peers_packs_address_and_port_big_endian() -> None:
-    from dtune.bench.tracker import PeerEntry
+    from dtune_lab.bench.tracker import PeerEntry
     v4, v6 = compact_peers([PeerEntry("1.2.3.4", 258, True, 0.0), PeerEntry("::1", 1, True, 0.0)])
     assert v4 == b"\x01\x02\x03\x04\x01\x02" and v6 == b"\x00" * 15 + b"\x01\x00\x01"
 
@@ -138,7 +138,7 @@ def test_the_server_answers_over_a_real_socket_and_survives_garbage() -> None:
     """One real tracker on loopback: raw garbage, a bad announce, then a good one, each answered."""
     import socket
 
-    from dtune.bench.tracker import make_server
+    from dtune_lab.bench.tracker import make_server
 
     events: list[dict[str, object]] = []
     httpd = make_server("127.0.0.1", 0, Swarms(), events.append)

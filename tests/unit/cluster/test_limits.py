@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from dtune.cluster import worker
 from dtune.cluster.conduct import Conductor
+from dtune.cluster.messages import ShardResult, ShardTask
 from dtune.cluster.run import Aggregate, Session
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 NODES = ["tcp://127.0.0.1:4001", "tcp://127.0.0.1:4002"]
 
@@ -25,7 +27,7 @@ class Recorder:
 
 
 def session(events: list) -> Session:
-    plan = build_plan(["http://127.0.0.1:1/d/"], "out",
+    plan = request_from(["http://127.0.0.1:1/d/"], "out",
                       resolve(OPTIONS, given={"workers": 2}, given_origin="argument", environ={},
                               use_config=False), environ={})
     s = Session(plan, [], [], events.append, Aggregate(None, 0))
@@ -95,18 +97,23 @@ def test_a_worker_hands_the_latest_cap_once_to_each_shard_shared_among_those_run
 
 
 
+def shard_task(shard: int, nbytes: int) -> ShardTask:
+    return ShardTask(shard=shard, bytes=nbytes, specs=[], paths=[], outdir="", given={}, cap=1, marker="",
+                     token="", topic="", note="")
+
+
 def test_the_session_reads_each_nodes_rate_and_what_its_running_shard_has_left():
     s = session([])
     s.aggregate.event({"event": "node_progress", "node": NODES[0], "shard": 4, "t": 2.0, "bytes": 30_000_000,
                        "bytes_resumed": 10_000_000})
     s.aggregate.event({"event": "node_progress", "node": NODES[1], "shard": 5, "t": 0.0, "bytes": 0})
     s.aggregate.event({"event": "node_progress", "node": NODES[0], "shard": 6, "t": 0.5, "bytes": 1_000_000})
-    running = {NODES[0]: [{"shard": 4, "bytes": 100_000_000}, {"shard": 6, "bytes": 90_000_000}],
-               NODES[1]: [{"shard": 5, "bytes": 50_000_000}]}
+    running = {NODES[0]: [shard_task(4, 100_000_000), shard_task(6, 90_000_000)],
+               NODES[1]: [shard_task(5, 50_000_000)]}
     assert s._left(NODES[0], running[NODES[0]][0]) == 60_000_000   # (what resumed from a journal is in)
     assert s._left(NODES[1], running[NODES[1]][0]) == 50_000_000
-    assert s._left(NODES[1], {"shard": 9, "bytes": 7}) == 7          # no report yet
-    done = [{"node": NODES[1], "bytes": 40_000_000, "seconds": 4.0}]
+    assert s._left(NODES[1], shard_task(9, 7)) == 7          # no report yet
+    done = [ShardResult(NODES[1], "h", 5, [], bytes=40_000_000, seconds=4.0)]
     # a node's rate from its oldest running shard: the one started as it ends shares the node
     assert s._rates(done, running) == {NODES[0]: 15_000_000, NODES[1]: 10_000_000}
     assert s._rates([], {}) == {}

@@ -1,16 +1,17 @@
-"""``--cluster`` / ``--workers`` in the option table and the plan (``commands.getopts``)."""
+"""``--cluster`` / ``--workers`` in the option table and the plan (``dtune.options``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
 from dtune.errors import UsageError
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 
 def plan_of(**given):
-    return build_plan(["http://127.0.0.1:1/d/"], "out", resolve(OPTIONS, given=given, given_origin="argument",
+    return request_from(["http://127.0.0.1:1/d/"], "out", resolve(OPTIONS, given=given, given_origin="argument",
                                                               environ={}, use_config=False), environ={})
 
 

@@ -6,13 +6,16 @@ import sys
 
 import pytest
 
-from dtune.cluster.run import Aggregate, nodes_summary, require_distributed
+from dtune.cluster import require_distributed
+from dtune.cluster.messages import ShardResult
+from dtune.cluster.run import Aggregate, nodes_summary
+from dtune.engine.result import FileResult
 from dtune.errors import UsageError
 
 
 def result(node, shard, nbytes, seconds, files, pieces=()):
-    return {"node": node, "host": "h", "shard": shard, "files": files, "pieces": list(pieces),
-            "bytes": nbytes, "bytes_resumed": 0, "seconds": seconds, "retries": 1, "tuning": {}}
+    return ShardResult(node, "h", shard, [FileResult(*f) for f in files], [tuple(p) for p in pieces],
+                       bytes=nbytes, seconds=seconds, retries=1)
 
 
 def test_nodes_summary_sums_shards_per_node_and_rates_over_their_busy_seconds():

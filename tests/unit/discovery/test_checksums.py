@@ -432,10 +432,11 @@ def test_checksum_option_is_for_one_file_and_wins() -> None:
 # -- the options -----------------------------------------------------------------------------------
 
 def plan_for(given: dict[str, object], environ: dict[str, str] | None = None):
-    from dtune.commands.getopts import OPTIONS, build_plan
     from dtune.config import resolve
+    from dtune.options import OPTIONS
+    from dtune.transfer import request_from
     values = resolve(OPTIONS, given=given, given_origin="Python", environ=environ or {}, use_config=False)
-    return build_plan(["http://h/d/"], "out", values, environ={})
+    return request_from(["http://h/d/"], "out", values, environ={})
 
 
 def test_checksum_options_reach_the_plan_from_every_layer() -> None:

@@ -10,7 +10,6 @@ from urllib.parse import quote
 
 import pytest
 
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
 from dtune.discovery import FetchResult, discover
 from dtune.discovery.s3 import (
@@ -24,6 +23,8 @@ from dtune.errors import DiscoveryError, UsageError
 from dtune.http import awsconfig
 from dtune.http.redact import redact_url
 from dtune.http.sigv4 import SigV4Signer
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 MD5 = "5d41402abc4b2a76b9719d911017c592"
@@ -295,7 +296,7 @@ def test_region_and_endpoint_order(tmp_path: Path) -> None:
 # ── dtune get's options ───────────────────────────────────────────────────────────────────────
 def plan_for(sources: list[str], environ: dict[str, str], **given):
     values = resolve(OPTIONS, given=given, environ={}, use_config=False)
-    return build_plan(sources, "out", values, environ)
+    return request_from(sources, "out", values, environ)
 
 
 def test_plan_signs_only_the_endpoint(tmp_path: Path) -> None:

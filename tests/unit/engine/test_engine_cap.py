@@ -23,7 +23,8 @@ from dtune.engine import Engine
 from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
-from dtune.transfer import TransferPlan, per_origin_gate
+from dtune.transfer import TransferRequest
+from dtune.transfer.plan import per_origin_gate
 
 
 @pytest.fixture
@@ -116,5 +117,5 @@ def test_an_idle_lane_of_one_partition_gives_its_connection_to_a_lane_of_another
     (3, 9, 2, 15),           # 3 groups × 5 lanes on the busier replica
 ])
 def test_the_engine_cap_is_the_users_cap_or_what_their_fixed_values_ask(cc, p, replicas, gate) -> None:
-    plan = TransferPlan(sources=[], outdir="", cc=cc, p=p, max_per_host=4)
+    plan = TransferRequest(sources=[], outdir="", cc=cc, p=p, max_per_host=4)
     assert per_origin_gate(plan, replicas) == gate

@@ -120,13 +120,13 @@ def test_a_complete_final_file_is_skipped_only_when_its_checksum_matches(
 
 def test_files_with_crc32c_are_announced_before_the_transfer_when_the_package_is_missing(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from dtune.transfer import _warn_unverifiable
+    from dtune.transfer.listing import warn_unverifiable
     specs = [FileSpec(url="http://h/a", relpath="a", checksum=Checksum("crc32c", "0" * 8, "url list")),
              FileSpec(url="http://h/b", relpath="b", checksum=Checksum("md5", "0" * 32, "url list"))]
     events: list[dict] = []
-    _warn_unverifiable(specs, events.append)
+    warn_unverifiable(specs, events.append)
     assert events == []  # installed here
     monkeypatch.setitem(sys.modules, "crc32c", None)
-    _warn_unverifiable(specs, events.append)
+    warn_unverifiable(specs, events.append)
     assert [e["reason"] for e in events] == ["1 file(s) have a crc32c checksum, and the crc32c package is not "
                                              "installed (pip install crc32c): they will fail verification"]

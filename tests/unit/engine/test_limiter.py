@@ -23,7 +23,8 @@ from dtune.engine.limiter import MIN_WAIT, RateLimiter
 from dtune.engine.options import EngineOptions
 from dtune.http.memory import MemoryNetwork
 from dtune.params import Params
-from dtune.transfer import TransferPlan, plan_tuning
+from dtune.transfer import TransferRequest
+from dtune.transfer.plan import plan_tuning
 
 
 class Clock:
@@ -214,7 +215,7 @@ def test_connections_paused_by_the_limit_longer_than_the_stall_timeout_are_not_d
 
 @pytest.mark.parametrize("limit, searching", [(0, True), (4 * MIB, False)])
 def test_a_limit_turns_the_online_search_off_and_says_so(limit: int, searching: bool) -> None:
-    plan = TransferPlan(sources=[], outdir="", tuner="auto", rtt=0.01, bandwidth=125e6, tcp_buffer=4 * MIB,
+    plan = TransferRequest(sources=[], outdir="", tuner="auto", rtt=0.01, bandwidth=125e6, tcp_buffer=4 * MIB,
                         options=replace(EngineOptions(), limit_rate=limit))
     specs = [FileSpec(url=f"http://127.0.0.1:9/f{i}", relpath=f"f{i}", size=64 * MIB) for i in range(4)]
     events: list[dict] = []

@@ -1,4 +1,4 @@
-"""Where each credential goes: ``build_access`` from option values, the request bytes per origin, a
+"""Where each credential goes: ``access_from`` from option values, the request bytes per origin, a
 redirect in the engine and in discovery's ``Fetcher`` (in memory), and what is never kept or shown."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from support.recording import HeaderRecorder
 
-from dtune.commands.getopts import OPTIONS, build_access, build_plan
 from dtune.config import resolve, show
 from dtune.dataset import FileSpec
 from dtune.discovery import FetchResult, discover
@@ -24,7 +23,9 @@ from dtune.http.client import Fetcher
 from dtune.http.memory import MemoryNetwork
 from dtune.http.message import Origin, split_url
 from dtune.loop import run_async
+from dtune.options import OPTIONS
 from dtune.params import Params
+from dtune.transfer import access_from, request_from
 
 SECRET = "tok-9f8e7d6c5b4a"
 PASSWORD = "pw-0a1b2c3d"
@@ -49,7 +50,7 @@ def netrc(tmp_path: Path, text: str) -> str:
 
 
 def test_nothing_configured_adds_nothing(tmp_path: Path) -> None:
-    access, sources, _ = build_access(values(tmp_path), ["http://data.test/a"], [], {"HOME": str(tmp_path)})
+    access, sources, _ = access_from(values(tmp_path), ["http://data.test/a"], [], {"HOME": str(tmp_path)})
     assert access.sources == [] and sources == ["http://data.test/a"]
     assert access.request("GET", NAMED, "/a") == Access().request("GET", NAMED, "/a")
 
@@ -61,7 +62,7 @@ def test_each_credential_where_it_belongs(tmp_path: Path) -> None:
                    "data.test\tFALSE\t/\tTRUE\t0\tsecure\tc3\n")
     v = values(tmp_path, header=["X-Key: k1"], token_env="TOK", cookies=str(jar),
                netrc_file=netrc(tmp_path, f"machine cdn.test login n password {PASSWORD}\n"))
-    access, sources, mirrors = build_access(v, [f"http://u:{PASSWORD}@data.test/d/"], ["http://mirror.test/d/"],
+    access, sources, mirrors = access_from(v, [f"http://u:{PASSWORD}@data.test/d/"], ["http://mirror.test/d/"],
                                             {"TOK": SECRET})
     assert sources == ["http://data.test/d/"] and mirrors == ["http://mirror.test/d/"]
     named = headers_of(access.request("GET", NAMED, "/d/f"))
@@ -87,7 +88,7 @@ def test_each_credential_where_it_belongs(tmp_path: Path) -> None:
 
 
 def test_trust_widens_the_named_origins(tmp_path: Path) -> None:
-    access, _, _ = build_access(values(tmp_path, token_env="TOK"), ["http://data.test/"], [], {"TOK": SECRET})
+    access, _, _ = access_from(values(tmp_path, token_env="TOK"), ["http://data.test/"], [], {"TOK": SECRET})
     listed = Origin("https", "list.test", 443)
     assert "authorization" not in headers_of(access.request("GET", listed, "/f"))
     access.trust_url("https://list.test/f")
@@ -97,41 +98,41 @@ def test_trust_widens_the_named_origins(tmp_path: Path) -> None:
 def test_first_source_wins_authorization(tmp_path: Path) -> None:
     n = netrc(tmp_path, f"machine data.test login n password {PASSWORD}\n")
     v = values(tmp_path, header=["Authorization: Custom abc"], token_env="TOK", netrc_file=n)
-    access, _, _ = build_access(v, ["http://data.test/"], [], {"TOK": SECRET})
+    access, _, _ = access_from(v, ["http://data.test/"], [], {"TOK": SECRET})
     sent = access.request("GET", NAMED, "/")
     assert headers_of(sent)["authorization"] == "Custom abc" and sent.count(b"Authorization") == 1
-    access, _, _ = build_access(values(tmp_path, token_env="TOK", netrc_file=n), ["http://data.test/"], [],
+    access, _, _ = access_from(values(tmp_path, token_env="TOK", netrc_file=n), ["http://data.test/"], [],
                                 {"TOK": SECRET})
     assert headers_of(access.request("GET", NAMED, "/"))["authorization"] == f"Bearer {SECRET}"
-    access, _, _ = build_access(values(tmp_path, netrc_file=n), ["http://data.test/"], [], {})
+    access, _, _ = access_from(values(tmp_path, netrc_file=n), ["http://data.test/"], [], {})
     assert headers_of(access.request("GET", NAMED, "/"))["authorization"] == basic_auth("n", PASSWORD)
-    access, _, _ = build_access(values(tmp_path, netrc_file=n, netrc=False), ["http://data.test/"], [], {})
+    access, _, _ = access_from(values(tmp_path, netrc_file=n, netrc=False), ["http://data.test/"], [], {})
     assert "authorization" not in headers_of(access.request("GET", NAMED, "/"))
 
 
 def test_user_agent_header_replaces_dtunes(tmp_path: Path) -> None:
-    access, _, _ = build_access(values(tmp_path, header=["user-agent: mine/2"]), ["http://data.test/"], [], {})
+    access, _, _ = access_from(values(tmp_path, header=["user-agent: mine/2"]), ["http://data.test/"], [], {})
     sent = access.request("GET", NAMED, "/")
     assert sent.count(b"User-Agent") == 1 and headers_of(sent)["user-agent"] == "mine/2"
 
 
 def test_default_netrc_from_home_and_its_warning(tmp_path: Path) -> None:
     (tmp_path / ".netrc").write_text(f"machine data.test login h password {PASSWORD}\n")
-    access, _, _ = build_access(values(tmp_path), ["http://data.test/"], [], {"HOME": str(tmp_path)})
+    access, _, _ = access_from(values(tmp_path), ["http://data.test/"], [], {"HOME": str(tmp_path)})
     assert headers_of(access.request("GET", NAMED, "/"))["authorization"] == basic_auth("h", PASSWORD)
     (tmp_path / ".netrc").write_text(f"machine data.test login h password {PASSWORD}\nmachin x\n")
-    access, _, _ = build_access(values(tmp_path), ["http://data.test/"], [], {"HOME": str(tmp_path)})
+    access, _, _ = access_from(values(tmp_path), ["http://data.test/"], [], {"HOME": str(tmp_path)})
     assert access.sources == []
     assert access.warnings == [f"netrc file {tmp_path / '.netrc'}: line 2: a word where machine, default, "
                                "login, password, account or macdef belongs; not used"]
     with pytest.raises(UsageError, match="--netrc-file .*: line 2"):
-        build_access(values(tmp_path, netrc_file=str(tmp_path / ".netrc")), ["http://data.test/"], [], {})
+        access_from(values(tmp_path, netrc_file=str(tmp_path / ".netrc")), ["http://data.test/"], [], {})
 
 
 def test_plan_record_and_config_show_hold_no_secret(tmp_path: Path) -> None:
     got = resolve(OPTIONS, given={"header": [f"X-Key: {SECRET}"], "token_env": "TOK"}, given_origin="argument",
                   environ={}, use_config=False)
-    plan = build_plan([f"http://u:{PASSWORD}@data.test/d/"], str(tmp_path / "out"), got,
+    plan = request_from([f"http://u:{PASSWORD}@data.test/d/"], str(tmp_path / "out"), got,
                       environ={"TOK": SECRET})
     assert plan.sources == ["http://data.test/d/"]
     text = json.dumps(plan.record(), default=str) + repr(plan)
@@ -144,7 +145,7 @@ def test_bad_header_is_a_usage_error_at_plan_time(tmp_path: Path) -> None:
     got = resolve(OPTIONS, given={"header": ["Range: bytes=0-"]}, given_origin="argument", environ={},
                   use_config=False)
     with pytest.raises(UsageError, match="--header Range: dtune sets this header itself"):
-        build_plan(["http://data.test/"], str(tmp_path), got, environ={})
+        request_from(["http://data.test/"], str(tmp_path), got, environ={})
 
 
 # -- discovery: the URLs of the user's URL list are user-named; a remote listing's are not -----
@@ -198,7 +199,7 @@ def redirecting_pair(tmp_path: Path) -> tuple[MemoryNetwork, HeaderRecorder, Hea
     jar.write_text(f"{host}\tFALSE\t/\tFALSE\t0\tsid\t{SECRET}\n")
     v = values(tmp_path, header=[f"X-Key: {SECRET}"], token_env="TOK", cookies=str(jar),
                netrc_file=netrc(tmp_path, f"machine {host} login n password {PASSWORD}\n"))
-    access, _, _ = build_access(v, [f"http://u:{PASSWORD}@{named.base[7:]}/f.bin"], [], {"TOK": SECRET})
+    access, _, _ = access_from(v, [f"http://u:{PASSWORD}@{named.base[7:]}/f.bin"], [], {"TOK": SECRET})
     access.route = MemoryRoute(net)
     return net, named, other, access
 

@@ -17,7 +17,6 @@ import pytest
 from support.realservers import make_tls_files
 from support.recorder import Recorder, response
 
-from dtune.commands.getopts import OPTIONS, build_plan
 from dtune.config import resolve
 from dtune.errors import HTTPError, ProtocolError, UsageError
 from dtune.http import trust
@@ -38,6 +37,8 @@ from dtune.http.proxy import (
     proxy_variable,
     route_from,
 )
+from dtune.options import OPTIONS
+from dtune.transfer import request_from
 
 HTTP = Origin("http", "data.example.org", 80)
 HTTPS = Origin("https", "data.example.org", 443)
@@ -397,7 +398,7 @@ def test_an_origin_in_noproxy_has_no_proxy() -> None:
 # ---- the options -----------------------------------------------------------------------------------
 def plan_for(tmp_path: Path, environ: dict | None = None, **given):
     values = resolve(OPTIONS, given=given, given_origin="argument", environ=environ or {}, use_config=False)
-    return build_plan(["http://data.example.org/a/"], str(tmp_path / "out"), values, environ=environ or {})
+    return request_from(["http://data.example.org/a/"], str(tmp_path / "out"), values, environ=environ or {})
 
 
 def test_the_options_exist_with_their_variables() -> None:
@@ -503,6 +504,6 @@ def test_the_variables_that_skip_the_proxy_module_are_every_one_it_reads() -> No
 ])
 def test_build_access_reads_the_proxy_settings_only_when_there_are_some(values: dict, env: dict,
                                                                          proxied: bool) -> None:
-    from dtune.commands.getopts import build_access
-    access, _, _ = build_access(values, ["http://h/d/"], [], environ=env)
+    from dtune.transfer import access_from
+    access, _, _ = access_from(values, ["http://h/d/"], [], environ=env)
     assert (access.route is not None) is proxied

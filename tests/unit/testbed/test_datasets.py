@@ -10,7 +10,7 @@ import pytest
 
 from dtune.cli import main
 from dtune.errors import DtuneError
-from dtune.testbed.datasets import (
+from dtune_lab.testbed.datasets import (
     KB,
     MB,
     PRESETS,

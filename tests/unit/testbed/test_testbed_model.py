@@ -10,10 +10,10 @@ from support.paths import SCENARIOS as SCENARIO_DIR
 
 from dtune.cli import build_parser, main
 from dtune.errors import DtuneError
-from dtune.testbed import Link, Scenario, links, load_scenario, scenario_from_dict
-from dtune.testbed.emulator import Direction, apply_change
-from dtune.testbed.links import NetemLinks, Topology, client_addr, netem_args, server_addr
-from dtune.testbed.netns import NS_RE, check_run_id, ns_name
+from dtune_lab.testbed import Link, Scenario, links, load_scenario, scenario_from_dict
+from dtune_lab.testbed.emulator import Direction, apply_change
+from dtune_lab.testbed.links import NetemLinks, Topology, client_addr, netem_args, server_addr
+from dtune_lab.testbed.netns import NS_RE, check_run_id, ns_name
 
 SCENARIOS = ["wan1g-large", "wan1g-small", "wan1g-mixed", "lan", "replicas4"]
 

@@ -207,7 +207,7 @@ def test_get_help_and_choices_list_every_registered_tuner() -> None:
     parser = build_parser()
     get = parser._subparsers._group_actions[0].choices["get"]
     action = next(a for a in get._actions if a.dest == "tuner")
-    from dtune.commands.getopts import OPTIONS
+    from dtune.options import OPTIONS
     assert tuple(action.choices) == registry.TUNERS
     assert next(o for o in OPTIONS if o.name == "tuner").default == registry.DEFAULT
     text = get.format_help()

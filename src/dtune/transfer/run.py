@@ -1,0 +1,146 @@
+"""``run``: the one way from a ``TransferRequest`` to verified files and a ``TransferResult``.
+
+The CLI, ``dtune.get``, fsspec, pooch and a cluster's workers all come through here:
+
+    warnings → (dry run: list and stop) → lock DIR → list → place → fetch → history → summary
+
+A request with a ``Shard`` (a cluster worker's share) skips to fetch: its parent listed,
+placed, locked and records. A ``ScaleOut`` (``dtune.cluster``) takes the listing and the
+fetch to a cluster's workers; the front end picks it, this module never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from dtune.accounting import Snapshot
+from dtune.engine.result import TransferResult
+from dtune.errors import DiskError, DtuneError, UsageError
+from dtune.fileio import lock_directory
+from dtune.history.lite import sqlite_path
+from dtune.history.record import save_transfer
+from dtune.transfer import dryrun
+from dtune.transfer.driver import fetch
+from dtune.transfer.events import Clock, EventSink, summary_event
+from dtune.transfer.listing import MirrorProbes, add_unfetched, list_sources, placed
+from dtune.transfer.request import TransferRequest
+
+ProgressSink = Callable[[Snapshot], None]
+
+
+class ScaleOut(Protocol):
+    """Lists and fetches a request on other hosts (``dtune.cluster.Cluster``), once ``run`` has
+    made and locked the output directory."""
+
+    async def fetch(self, request: TransferRequest, emit: EventSink,
+                    on_progress: ProgressSink | None) -> TransferResult: ...
+
+
+async def run(request: TransferRequest, *, on_event: EventSink | None = None,
+              on_progress: ProgressSink | None = None, scale_out: ScaleOut | None = None) -> TransferResult:
+    """List ``request.sources``, fetch them into ``request.outdir`` and verify every file.
+
+    Every event goes to ``on_event`` (what ``--json`` prints), the last one the summary, which
+    the result also holds (``TransferResult.summary``). The output directory is locked for
+    the whole transfer (``fileio.lock_directory``): a second transfer into it is refused with
+    DiskError before anything is fetched. ``request.dry_run``: list and report only, before
+    the directory is even created. The transfer is recorded in the history (its
+    ``record()``, never its credentials) unless ``request.record_history`` is off.
+    """
+    def emit(event: dict) -> None:
+        if on_event is not None:
+            on_event(event)
+
+    if request.shard is not None:
+        shard = request.shard
+        return await fetch(request, shard.specs, shard.paths, emit, on_progress,
+                           on_engine=shard.on_engine, limits=shard.limits)
+    if scale_out is not None and request.dry_run:
+        raise UsageError("--dry-run lists on this host: it takes no --cluster, --workers or client")
+    clock = Clock()
+    for reason in request.access.warnings:  # before any connection: certificates not checked, a bad .netrc
+        emit({"event": "warning", "reason": reason})
+    if request.dry_run:
+        result = await dryrun.dry_run(request, emit)
+        result.summary = dryrun.summary_event(result)
+        emit(result.summary)
+        return result
+    if request.record_history and sqlite_path(request.history) is None:
+        # recording into another database needs SQLAlchemy (~0.1 s to import): load it while
+        # the transfer waits on the network (a SQLite history needs only sqlite3)
+        threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
+    try:
+        os.makedirs(request.outdir, exist_ok=True)
+        lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
+    except OSError as exc:
+        raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
+    if lock is None:
+        emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
+                                             f"here; do not run two transfers into it at once"})
+    try:
+        if scale_out is not None:
+            result = await scale_out.fetch(request, emit, on_progress)
+        else:
+            result = await _list_and_fetch(request, emit, on_progress)
+    finally:
+        if lock is not None:
+            os.close(lock)
+    seconds = clock.elapsed()
+    if request.record_history:
+        emit(await asyncio.to_thread(record, request, result, status=0 if result.ok else 1,
+                                     started_at=clock.started_at))
+    result.summary = summary_event(result, seconds)
+    emit(result.summary)
+    return result
+
+
+async def _list_and_fetch(request: TransferRequest, emit: EventSink,
+                          on_progress: ProgressSink | None) -> TransferResult:
+    """``run`` once its output directory is there and locked."""
+    probes = MirrorProbes(request)  # the mirrors' RTTs, while discovery asks the primary
+    try:
+        found = await list_sources(request, warm=True)
+    except BaseException:
+        probes.close()
+        raise
+    warm = found.warm
+    assert warm is not None  # (asked for with warm=True)
+    try:
+        try:
+            specs, paths = placed(request, found.dataset, emit)
+            if probes.tasks:  # (the tuner waits for them anyway; their connections go to the engine)
+                await asyncio.wait(probes.tasks.values())
+        except BaseException:
+            probes.close()
+            raise
+        warm.adopt(probes.kept)
+        result = await fetch(request, specs, paths, emit, on_progress,
+                             connect_times=found.connect_times, early=probes.tasks, warm=warm)
+    finally:
+        warm.close()
+    add_unfetched(result, found.dataset, specs)
+    return result
+
+
+def record(request: TransferRequest, result: TransferResult, *, status: int, started_at: float) -> dict:
+    """Record a finished transfer (``request.record()``, never its credentials) and return the
+    event that says so: ``history`` with the row id, or a ``warning`` when the database cannot
+    be written, which does not fail the transfer."""
+    info = {**request.record(), "exit_status": status, "started_at": started_at}
+    if result.energy:
+        info.update(energy_j=result.energy["joules"], energy_kind=result.energy["kind"])
+    try:
+        return {"event": "history", "id": save_transfer(result, info, request.history)}
+    except DtuneError as exc:
+        return {"event": "warning", "reason": f"transfer history not written: {exc}"}
+
+
+def _preload_history() -> None:
+    with contextlib.suppress(Exception):  # the real import, after the transfer, reports any error
+        importlib.import_module("dtune.history.record")

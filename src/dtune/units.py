@@ -1,0 +1,12 @@
+"""Amounts as people read them."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: float) -> str:
+    """``n`` bytes in binary units: "512 B", "1.5 MiB"."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
