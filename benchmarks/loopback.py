@@ -63,11 +63,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dtune.errors import DtuneError
-from dtune.fileio import sha256_file
 from dtune_lab.bench.nginx import Listing, LocalNginx
 from dtune_lab.procgroup import kill_group, stop_group
 from dtune_lab.serveproc import ServerProcess
+
+from dtune.errors import DtuneError
+from dtune.fileio import sha256_file
 
 MiB = 1024 * 1024
 CHUNK = 4 * MiB

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from dtune_lab.bench.nginx import Listing, LocalNginx
 from support.harness import child_env
 from support.realservers import DtuneServe, Unavailable
 from support.recording import HeaderRecorder
 
 from dtune.errors import DtuneError
-from dtune_lab.bench.nginx import Listing, LocalNginx
 
 NGINX = "/usr/sbin/nginx"
 pytestmark = [

@@ -15,10 +15,10 @@ import urllib.error
 import urllib.request
 
 import pytest
+from dtune_lab.bench.nginx import Listing, LocalNginx
 
 from dtune.discovery import FetchResult, discover
 from dtune.errors import DtuneError
-from dtune_lab.bench.nginx import Listing, LocalNginx
 
 NGINX = "/usr/sbin/nginx"
 pytestmark = [

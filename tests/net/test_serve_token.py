@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from dtune_lab.serveproc import ServerProcess
 from support.rawhttp import connect, read_until_closed, request, status_of
 from support.realservers import DtuneServe, TlsFiles, Unavailable, make_tls_files
-
-from dtune_lab.serveproc import ServerProcess
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 

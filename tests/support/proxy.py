@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Self
 
 from dtune_lab.procgroup import stop_group
+
 from support.realservers import Unavailable, free_port
 
 START_TIMEOUT_S = 10.0

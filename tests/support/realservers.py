@@ -42,11 +42,12 @@ from pathlib import Path
 from typing import Self
 from urllib.parse import quote
 
-from dtune.errors import DtuneError
 from dtune_lab.bench.nginx import Listing, LocalNginx
 from dtune_lab.bench.nginx import free_port as free_port  # for the tests that pick ports themselves
 from dtune_lab.procgroup import stop_group
 from dtune_lab.serveproc import ServerProcess
+
+from dtune.errors import DtuneError
 
 
 class Unavailable(Exception):

@@ -28,6 +28,7 @@ import time
 from typing import Any, Self
 
 from dtune_lab.procgroup import stop_group
+
 from support.realservers import Unavailable, free_port
 
 REGION = "us-east-1"

@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from support.marks import NEEDS_CURL, NETNS
-
 from dtune_lab.bench.config import bench_from_dict
 from dtune_lab.bench.runner import Bench
 from dtune_lab.testbed import netns
+from support.marks import NEEDS_CURL, NETNS
 
 pytestmark = [*NETNS, NEEDS_CURL]
 

@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from dtune_lab.bench.config import ToolSpec
 from dtune_lab.bench.peers import Job, peer
 from dtune_lab.bench.urls import expected_paths, extra_files, join_url

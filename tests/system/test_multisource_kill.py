@@ -29,10 +29,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.marks import NETNS
-
 from dtune_lab.serveproc import ServerProcess
 from dtune_lab.testbed import Link, Testbed, netns
+from support.marks import NETNS
 
 pytestmark = NETNS
 

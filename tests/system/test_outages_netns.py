@@ -20,11 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.harness import Report
-from support.marks import NETNS
-
 from dtune_lab.serveproc import ServerProcess
 from dtune_lab.testbed import Link, Testbed
+from support.harness import Report
+from support.marks import NETNS
 
 pytestmark = NETNS
 

@@ -6,9 +6,9 @@ import os
 import shutil
 
 import pytest
+from dtune_lab.bench.sweep import Sweep, sweep_from_dict
 
 from dtune.history import open_store
-from dtune_lab.bench.sweep import Sweep, sweep_from_dict
 
 
 @pytest.mark.netns

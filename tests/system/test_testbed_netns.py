@@ -30,10 +30,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from dtune_lab.testbed import Link, Testbed, netns
 from support.marks import NETNS
 from support.paths import SCENARIOS
-
-from dtune_lab.testbed import Link, Testbed, netns
 
 pytestmark = NETNS
 

@@ -19,11 +19,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.marks import NETNS
-
 from dtune_lab.testbed import Link, Testbed, netns
 from dtune_lab.testbed.cluster import DaskSite
 from dtune_lab.testbed.scenario import HostConfig, Scenario
+from support.marks import NETNS
 
 pytestmark = NETNS
 
@@ -93,9 +92,8 @@ def test_site_nodes_own_links_and_dask_workers() -> None:
 
 def test_site_scenario_file_parses_and_classic_files_mean_the_same() -> None:
     """cluster3.toml is a site; a one-client file builds no nodes and no switch (no root needed, but cheap)."""
-    from support.paths import SCENARIOS
-
     from dtune_lab.testbed import load_scenario
+    from support.paths import SCENARIOS
     sc = load_scenario(SCENARIOS / "cluster3.toml")
     assert [n.rate_mbit for n in sc.nodes] == [200, 200, 200] and sc.links[0].rate_mbit == 1000
     tb = Testbed(load_scenario(SCENARIOS / "replicas4.toml"), run_id=f"{TAG}b")

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from dtune.errors import DtuneError
 from dtune_lab.bench.bittorrent import (
     MAX_PIECES,
     PEER_PORT,
@@ -28,6 +26,8 @@ from dtune_lab.bench.bittorrent import (
 from dtune_lab.bench.config import ToolSpec, bench_from_dict
 from dtune_lab.bench.peers import Job, is_peer, peer
 from dtune_lab.bench.urls import expected_paths
+
+from dtune.errors import DtuneError
 
 MB = 1_000_000
 

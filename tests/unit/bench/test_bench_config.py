@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dtune_lab.bench.config import bench_from_dict, link_label, load_bench
+from dtune_lab.testbed.scenario import Link
 from support.paths import SCENARIOS
 
 from dtune.errors import DtuneError
-from dtune_lab.bench.config import bench_from_dict, link_label, load_bench
-from dtune_lab.testbed.scenario import Link
 
 # The scenarios with dtune bench tables (other files there feed other experiments).
 BENCH_SCENARIOS = ["lan", "replicas4", "wan1g-large", "wan1g-mixed", "wan1g-small"]

@@ -7,9 +7,6 @@ import io
 from typing import Any
 
 import pytest
-from support.paths import SCENARIOS
-
-from dtune.errors import DtuneError
 from dtune_lab.bench.config import bench_from_dict, load_bench
 from dtune_lab.bench.peers import Job, node_shares, peer
 from dtune_lab.bench.report import RunRecord, csv_text, markdown_table, summarize
@@ -17,6 +14,9 @@ from dtune_lab.testbed import load_scenario
 from dtune_lab.testbed.links import site_ends
 from dtune_lab.testbed.netns import NS_RE
 from dtune_lab.testbed.scenario import scenario_from_dict
+from support.paths import SCENARIOS
+
+from dtune.errors import DtuneError
 
 CLUSTER_CMD = ["{python}", "-m", "dtune", "get", "{url}", "-o", "{out}", "--cluster", "{scheduler}"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-
-from dtune.errors import DtuneError
 from dtune_lab.bench.config import ToolSpec
 from dtune_lab.bench.peers import PEERS, Job, is_peer, peer
+
+from dtune.errors import DtuneError
 
 FILES = (("html/000/a b.html", 10), ("html/001/q?.html", 20))
 ONE = (("video/clip-000.mp4", 1000),)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from dtune_lab.bench.report import (
     RunRecord,
     best_peer,

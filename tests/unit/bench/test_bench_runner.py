@@ -14,8 +14,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-from dtune.errors import DtuneError
 from dtune_lab.bench.client import last_error_line, reported_seconds
 from dtune_lab.bench.config import DatasetSpec, LinkChange, Profile, ToolSpec, bench_from_dict
 from dtune_lab.bench.during import (
@@ -42,6 +40,8 @@ from dtune_lab.bench.runner import (
 )
 from dtune_lab.testbed.datasets import multiply_small, plan_dataset
 from dtune_lab.testbed.scenario import Link
+
+from dtune.errors import DtuneError
 
 
 def test_every_repetition_runs_every_combo_once_rotated() -> None:

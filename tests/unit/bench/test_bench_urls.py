@@ -6,9 +6,6 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from support.urls import assert_whole_name_in_path
-
-from dtune.errors import DtuneError
 from dtune_lab.bench.urls import (
     aria2_input,
     curl_config,
@@ -18,6 +15,9 @@ from dtune_lab.bench.urls import (
     quote_path,
     url_lines,
 )
+from support.urls import assert_whole_name_in_path
+
+from dtune.errors import DtuneError
 
 AWKWARD = [
     "plain/file.bin",

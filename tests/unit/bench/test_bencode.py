@@ -5,10 +5,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from dtune_lab.bench.bencode import MAX_DEPTH, BencodeError, bdecode, bencode, info_hash
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from dtune_lab.bench.bencode import MAX_DEPTH, BencodeError, bdecode, bencode, info_hash
 
 
 @pytest.mark.parametrize("value, text", [

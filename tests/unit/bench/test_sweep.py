@@ -7,9 +7,9 @@ import sys
 from collections import Counter
 
 import pytest
+from dtune_lab.bench.sweep import get_argv, pin_prefix, plan_runs, sweep_from_dict
 
 from dtune.errors import DtuneError
-from dtune_lab.bench.sweep import get_argv, pin_prefix, plan_runs, sweep_from_dict
 
 BASE = {
     "sweep": {"sample": "random", "limit": 12, "seed": 3,

@@ -7,9 +7,6 @@ import urllib.request
 from urllib.parse import quote_from_bytes
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from dtune_lab.bench.bencode import bdecode
 from dtune_lab.bench.tracker import (
     MAX_QUERY,
@@ -20,6 +17,8 @@ from dtune_lab.bench.tracker import (
     parse_announce,
     respond,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 H1, H2 = bytes(range(20)), b"\xff" * 20
 

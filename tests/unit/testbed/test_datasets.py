@@ -7,9 +7,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
-from dtune.cli import main
-from dtune.errors import DtuneError
 from dtune_lab.testbed.datasets import (
     KB,
     MB,
@@ -21,6 +18,9 @@ from dtune_lab.testbed.datasets import (
     plan_dataset,
     summarize,
 )
+
+from dtune.cli import main
+from dtune.errors import DtuneError
 
 
 def sizes(preset: str, scale: float = 1.0, seed: int = 0) -> list[int]:

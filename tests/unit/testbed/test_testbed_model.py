@@ -6,14 +6,14 @@ No namespaces or root needed: the link model (``Direction``) is fed a fake clock
 from __future__ import annotations
 
 import pytest
-from support.paths import SCENARIOS as SCENARIO_DIR
-
-from dtune.cli import build_parser, main
-from dtune.errors import DtuneError
 from dtune_lab.testbed import Link, Scenario, links, load_scenario, scenario_from_dict
 from dtune_lab.testbed.emulator import Direction, apply_change
 from dtune_lab.testbed.links import NetemLinks, Topology, client_addr, netem_args, server_addr
 from dtune_lab.testbed.netns import NS_RE, check_run_id, ns_name
+from support.paths import SCENARIOS as SCENARIO_DIR
+
+from dtune.cli import build_parser, main
+from dtune.errors import DtuneError
 
 SCENARIOS = ["wan1g-large", "wan1g-small", "wan1g-mixed", "lan", "replicas4"]
 
