@@ -124,6 +124,9 @@ class Engine:
         self._idle: set[Lane] = set()
         self._fatal: BaseException | None = None
         self.limiter: RateLimiter | None = None   # --limit-rate: one bucket for every connection
+        # origins a connection was opened to in this run (the engine's, discovery's: ``fetch`` adds
+        # those): a refused connect to one of them is an outage, retried; to any other, final
+        self.reached: set[Origin] = set()
         self.gate = OriginGate(self.options.max_per_origin)
         self.per_origin = self.gate.open           # connections open or being opened, per origin
         # called once a tick, right after the accounting tick, with a fresh snapshot
@@ -411,11 +414,13 @@ class Engine:
             self._connection_gone(origin)
             if not isinstance(exc, HTTPError):
                 raise
-            failure = HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable)
+            final = self._dead(origin, exc, job)
+            failure = HTTPError(f"{job.file.relpath}: {exc}", retryable=exc.retryable and not final)
             failure.network = getattr(exc, "network", False)  # type: ignore[attr-defined]
             self.reports.report(job, Failed(failure))
             return False
         conn.closed.add_done_callback(lambda _done, o=origin: self._connection_gone(o))
+        self.reached.add(origin)
         # (one opened ahead, by discovery, says how long its opening took: http.warm)
         self.acct.add_rtt(conn.connect_seconds if conn.connect_seconds is not None else self.now() - started)
         lane.conn = conn
@@ -425,6 +430,13 @@ class Engine:
             self._unassign(job)
             return False
         return True
+
+    def _dead(self, origin: Origin, exc: HTTPError, job: RangeJob) -> bool:
+        """Is this failed connect final for the job's file? Its origin's name does not resolve or
+        its port refuses (``Unreachable.dead``), no connection to it ever opened in this run
+        (``reached``: an origin that answered and went away is an outage, retried), and the file
+        has no other replica to take its bytes."""
+        return getattr(exc, "dead", False) and origin not in self.reached and len(job.file.replicas) == 1
 
     def _free_idle(self, origin: Origin) -> None:
         """Close one idle lane's connection to ``origin`` (nothing in flight on it): its keep-alive

@@ -2,7 +2,9 @@
 
 Used by discovery; the engine moves file bytes itself over ``Connection``s.
 Idle keep-alive connections are kept per origin so that walking a deep
-directory tree does not pay a TCP handshake per directory.
+directory tree does not pay a TCP handshake per directory. An origin whose name
+does not resolve, or whose port refuses, before any connection to it opened is
+a final answer (not retried): the first words come in milliseconds.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 
 from dtune.errors import HTTPError
 from dtune.http.access import DIRECT, Access
-from dtune.http.connection import Connection, ConnectionClosed, FutureExchange
+from dtune.http.connection import Connection, ConnectionClosed, FutureExchange, Unreachable
 from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.redact import redact_url
 from dtune.http.warm import WarmPool
@@ -141,7 +143,14 @@ class Fetcher:
     async def _open(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        conn = await self.access.connect(origin, timeout=self.timeout)
+        try:
+            conn = await self.access.connect(origin, timeout=self.timeout)
+        except Unreachable as exc:
+            if exc.dead and origin not in self.connect_times:
+                # a name that does not resolve, a port that refuses, at the first contact: asking
+                # again for 16 s would only hide the answer
+                raise HTTPError(str(exc), retryable=False) from None
+            raise
         conn.connect_seconds = loop.time() - started
         self.connect_times.setdefault(origin, []).append(conn.connect_seconds)
         return conn

@@ -74,6 +74,11 @@ class FutureExchange:
             self.done.set_exception(exc)
 
 
+# getaddrinfo's answers that the name has no address (EAI_AGAIN, a resolver that did not answer, is
+# not one of them: asking again may help)
+NO_NAME = frozenset(getattr(socket, name) for name in ("EAI_NONAME", "EAI_NODATA") if hasattr(socket, name))
+
+
 class ConnectionClosed(HTTPError):
     """The connection ended before this exchange's response was complete."""
 
@@ -81,9 +86,14 @@ class ConnectionClosed(HTTPError):
 
 
 class Unreachable(HTTPError):
-    """A connection to the origin could not be opened (refused, unreachable, timed out, no name)."""
+    """A connection to the origin could not be opened (refused, unreachable, timed out, no name).
+
+    ``dead``: the origin's name does not resolve, or its port refuses the connection: an answer
+    in milliseconds that, from an origin never reached before, asking again does not change
+    (curl says so at once). Whoever knows whether the origin answered earlier decides."""
 
     network = True
+    dead = False
 
 
 class _Abandoned(Exception):
@@ -349,8 +359,21 @@ async def open_connection(origin: Origin, *, timeout: float,
     except ssl.SSLError as exc:  # (an OSError too: before it)
         raise tls_failure(origin, exc) from None
     except OSError as exc:
-        raise Unreachable(f"{origin}: cannot connect ({exc.strerror or exc})") from None
+        raise unreachable(origin, exc) from None
     return conn
+
+
+def unreachable(origin: Origin, exc: OSError) -> Unreachable:
+    """The error for a connection to ``origin`` that failed with ``exc``: a name that does not
+    resolve and a refused port say so in those words, and are ``dead``."""
+    if isinstance(exc, socket.gaierror) and exc.errno in NO_NAME:
+        error = Unreachable(f"{origin.host_header}: name does not resolve ({exc.strerror or exc})")
+    elif isinstance(exc, ConnectionRefusedError):
+        error = Unreachable(f"{origin.host_header}: connection refused")
+    else:
+        return Unreachable(f"{origin}: cannot connect ({exc.strerror or exc})")
+    error.dead = True
+    return error
 
 
 def tls_failure(origin: Origin, exc: ssl.SSLError) -> HTTPError:

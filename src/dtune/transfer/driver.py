@@ -143,6 +143,7 @@ async def fetch(request: TransferRequest, specs: list[FileSpec], paths: list[Pat
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=emit,
                         access=request.access, connect=warm.connect if warm is not None else None,
                         partition_of=lambda i, _spec: tplan.partition_of[i])
+        engine.reached.update(connect_times or {})  # (discovery's origins: a refusal is an outage there)
         if warm is not None:  # by the first tick every lane has asked for its connection
             engine.tick_listeners.append(lambda _snap: warm.close())
         engine.range_policy = tplan.range_policy

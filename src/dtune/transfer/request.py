@@ -127,6 +127,33 @@ def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
 
 
 
+SCHEMES = ("http", "https", "s3")  # what a source or a mirror URL may start with
+
+
+def _shown(url: str) -> str:
+    """``url`` as a message may show it: no user:password@, no presigned signature."""
+    scheme, _, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return redact_url(f"{scheme}://{authority}{slash}{path}")
+
+
+def check_schemes(sources: list[str], mirrors: list[str]) -> None:
+    """A source or mirror that names a scheme dtune does not fetch (ftp://, gopher://, file://)
+    is a usage error naming the URL; a source that is an existing local file is a URL list or
+    Metalink, whatever its name looks like."""
+    for flag, urls in (("", sources), ("--mirror ", mirrors)):
+        for url in urls:
+            scheme, sep, _ = url.partition("://")
+            if not sep or scheme.lower() in SCHEMES or not scheme.replace("+", "").isalnum():
+                continue
+            if not flag and os.path.isfile(url):
+                continue
+            raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
+                             f"http://, https:// and s3:// URLs, or reads a local URL list or Metalink)")
+
+
 def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
                  environ: Mapping[str, str] | None = None, *,
                  s3: tuple[Any, Any] | None = None) -> tuple[Access, list[str], list[str]]:
@@ -186,6 +213,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
         raise UsageError("--cluster and --workers: give one (an existing cluster, or a local one of N workers)")
     if (v["cluster"] is not None or v["workers"] is not None) and v["dry_run"]:
         raise UsageError("--dry-run lists on this host: it takes no --cluster or --workers")
+    check_schemes(list(sources), list(v["mirror"] or []))
     given = {"sources": list(sources), "values": dict(v)}  # what a cluster's worker builds its request from
     access, sources, mirrors = access_from(v, list(sources), list(v["mirror"] or []), environ, s3=s3)
     return TransferRequest(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
