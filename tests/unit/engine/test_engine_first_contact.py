@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from support.engine import FAST
+from support.fakeserver import FakeServer
+
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
 from dtune.http.connection import Unreachable
@@ -13,8 +16,6 @@ from dtune.http.memory import MemoryNetwork
 from dtune.http.message import Origin
 from dtune.loop import run_async
 from dtune.params import Params
-from support.engine import FAST
-from support.fakeserver import FakeServer
 
 ORIGIN = Origin("http", "gone.test", 80)
 URL = "http://gone.test/x.bin"
