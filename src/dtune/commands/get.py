@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dtune.commands.progress import ConsoleReporter, JsonReporter
 from dtune.config import add_arguments, resolve
+from dtune.errors import UsageError
 from dtune.loop import run_async
 from dtune.options import GROUPS, OPTIONS
 from dtune.transfer import request_from, run
@@ -21,7 +22,9 @@ SOURCE is one of:
   a directory URL         http://host/data/             → DIR/<tree> (relative paths kept)
                           (dtune serve manifest, nginx JSON/HTML autoindex, Apache index)
   a URL-list file         urls.txt (aria2 -i style: URL [TAB mirror...], "  out=NAME",
-                          "  checksum=sha-256=HEX" or md5, sha-1, sha-512, adler32, crc32c)
+                          "  checksum=sha-256=HEX" or md5, sha-1, sha-512, adler32, crc32c);
+                          -i FILE reads one too, and "-i -" (or the SOURCE "-") reads it
+                          from standard input: find ... | sed ... | dtune get -i - -o DIR
   a Metalink file         data.meta4, data.metalink (4 or 3: size, hashes, several URLs)
   an S3 prefix            s3://bucket/data/             → DIR/<keys below data/>
   an S3 object            s3://bucket/data/big.bin      → DIR/big.bin
@@ -54,7 +57,10 @@ line wins over the environment, which wins over the file.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sources", nargs="+", metavar="SOURCE", help="URL, URL-list file, Metalink file or s3:// URL")
+    p.add_argument("sources", nargs="*", metavar="SOURCE", help="URL, URL-list file, Metalink file or s3:// URL")
+    p.add_argument("-i", "--input-file", action="append", default=[], metavar="FILE",
+                   help="a URL-list file (or Metalink) to read, as a SOURCE is (repeatable; aria2c's "
+                        "flag); '-' reads the URL list from standard input")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created)")
     p.add_argument("--config", metavar="FILE",
                    help="read options from this TOML file (default $DTUNE_CONFIG, else "
@@ -67,7 +73,16 @@ def main(args: argparse.Namespace) -> int:
     names = {opt.name for opt in OPTIONS}
     values = resolve(OPTIONS, given={k: v for k, v in vars(args).items() if k in names},
                      config=Path(args.config) if args.config else None)
-    request = request_from(args.sources, args.output, values)
+    sources = [*args.sources, *args.input_file]
+    if not sources:
+        raise UsageError("give a SOURCE, or a URL list with -i FILE (-i - reads it from standard input)")
+    lists = {}
+    if "-" in sources:
+        if sources.count("-") > 1:
+            raise UsageError("standard input can be read once: give '-' (or -i -) once")
+        lists["-"] = sys.stdin.buffer.read()
+    request = request_from(sources, args.output, values)
+    request.lists = lists
     scale_out = None
     if request.cluster is not None or request.workers is not None:
         from dtune.cluster import scale_out_for  # (Dask: only for --cluster / --workers)

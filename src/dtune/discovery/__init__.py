@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -76,6 +76,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
 
+STDIN = "stdin"  # how messages name a URL list read from standard input (the source "-")
+
 # A listing body may hold a whole tree (a manifest); allow ~256 bytes per
 # file up to max_files, at least fetch's usual 64 MiB, at most 1 GiB.
 _BYTES_PER_LISTED_FILE = 256
@@ -99,7 +101,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                    delay: Delay = default_delay, trust: Trust | None = None,
                    s3: S3Settings | None = None, select: Selection = EVERYTHING,
                    checksum_files: Sequence[str] = (), listed_checksums: bool = True,
-                   checksum: Checksum | None = None) -> Dataset:
+                   checksum: Checksum | None = None, lists: Mapping[str, bytes] | None = None) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -125,6 +127,8 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                       (``discovery.sums``; names relative to the output directory)
     listed_checksums  read the SHA256SUMS / MD5SUMS / ``NAME.sha256`` files directory listings hold
     checksum   the digest of the one file the sources name (``--checksum``); it wins over any other
+    lists      URL lists given as bytes, by the source name that stands for them (``-``: the one
+               ``dtune get -i -`` read from stdin); read as a local URL-list file would be
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -132,7 +136,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
                         max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
-                        trust=trust, s3=s3, select=select)
+                        trust=trust, s3=s3, select=select, lists=lists)
     for source in sources:
         if walker.full():
             walker.cut = True  # (sources left unlisted)
@@ -164,8 +168,9 @@ class _Discovery:
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
                  single_source: bool, retries: int = 5, delay: Delay = default_delay,
                  trust: Trust | None = None, s3: S3Settings | None = None,
-                 select: Selection = EVERYTHING) -> None:
+                 select: Selection = EVERYTHING, lists: Mapping[str, bytes] | None = None) -> None:
         self._fetch = fetch
+        self._lists = dict(lists or {})
         self._trust = trust
         self._s3 = s3
         self._select = select
@@ -282,6 +287,9 @@ class _Discovery:
     # -- sources ---------------------------------------------------------------------------
 
     async def source(self, source: str) -> None:
+        if source in self._lists:  # a URL list read already (stdin)
+            self._listed(STDIN if source == "-" else source, self._lists[source])
+            return
         if source[:5].lower() == "s3://":
             await self._bucket(source)
             return
@@ -304,6 +312,10 @@ class _Discovery:
             body = await asyncio.to_thread(Path(path).read_bytes)
         except OSError as exc:
             raise DiscoveryError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        self._listed(path, body)
+
+    def _listed(self, path: str, body: bytes) -> None:
+        """The files of a URL list or Metalink read from ``path`` (a file, or stdin)."""
         from dtune.discovery.metalink import looks_like_metalink, parse_metalink  # xml: local files only
         if looks_like_metalink(path, body[:64]):
             listing = parse_metalink(body, path)

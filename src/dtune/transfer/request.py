@@ -96,11 +96,14 @@ class TransferRequest:
     access: Access = field(default=DIRECT, repr=False, compare=False)
     # a cluster worker's share: the files are already listed and placed (``Shard``)
     shard: Shard | None = field(default=None, repr=False, compare=False)
+    # URL lists given as bytes, by the source that names them ("-": the one read from stdin,
+    # ``dtune get -i -``): discovery reads them as local URL-list files; never part of ``record()``
+    lists: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     def record(self) -> dict:
         """What the history keeps of this request: everything but ``access`` (credentials)."""
-        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}, shard=None))
-        del info["access"], info["given"], info["shard"], info["record_history"]
+        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}, shard=None, lists={}))
+        del info["access"], info["given"], info["shard"], info["record_history"], info["lists"]
         for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
             info[name] = [redact_url(url) for url in info[name]]
         return info
