@@ -131,6 +131,20 @@ def start_writeback(fd: int) -> bool:
     return call(fd, ctypes.c_longlong(0), ctypes.c_longlong(0), SYNC_FILE_RANGE_WRITE) == 0
 
 
+FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 1, 2  # <linux/falloc.h>
+
+
+def punch_hole(fd: int, offset: int, length: int) -> bool:
+    """Free the disk blocks of ``[offset, offset + length)`` of ``fd`` (they read as zeros after), the
+    file's size kept (Linux ``fallocate`` with ``FALLOC_FL_PUNCH_HOLE``); False where it cannot."""
+    call = getattr(_libc(), "fallocate", None)
+    if call is None or fd < 0 or length <= 0:
+        return False
+    import ctypes  # (ctypes: only for the calls libc alone has)
+    return call(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, ctypes.c_longlong(offset),
+                ctypes.c_longlong(length)) == 0
+
+
 def lock_directory(path: str) -> int | None:
     """Hold an exclusive ``flock`` on the directory ``path`` (no file is created in it).
 

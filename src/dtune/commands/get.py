@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dtune.commands.progress import ConsoleReporter, JsonReporter
 from dtune.config import add_arguments, resolve
+from dtune.engine.stream import StreamClosed
 from dtune.errors import UsageError
 from dtune.loop import run_async
 from dtune.options import GROUPS, OPTIONS
@@ -41,9 +42,24 @@ With --update only files that changed on the server are fetched again;
 --include/--exclude/--max-depth/--max-files select files, --dry-run lists
 them without writing anything (docs/selection.md).
 
-Exit status: 0 every file verified; 1 some file failed (listed); 2 usage error;
-130 interrupted.
+STREAMS: -o - writes the one file of the sources to standard output, in order, for
+a pipe: dtune get URL -o - | tar x, | zcat, | sha256sum. Several connections
+still fetch ranges ahead (at most 64 MiB ahead of what was written); the bytes
+pass through a private temporary directory ($TMPDIR/dtune-stream-*, removed at the
+end). The file is verified as it is written (size, and checksum when one is
+published): a mismatch is found only at its end, when the bytes are already
+written and cannot be taken back, so dtune exits 1 and says so; a reader must
+check the exit status. Progress, messages and --json events go to stderr. A
+source that lists several files is a usage error. A reader that exits early
+(| head -c 100) ends dtune quietly with exit status 141, as cat's.
+
+Exit status: 0 every file verified; 1 some file failed (listed), or a host that
+does not resolve or refuses at the first contact; 2 usage error (an unsupported
+scheme such as ftp://, several files for -o -); 130 interrupted; 141 the reader
+of -o - went away.
 """
+
+STREAM_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for cat when its reader exits first
 
 EPILOG = """\
 Every option can also be set in the config file (the long flag without its
@@ -61,7 +77,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-i", "--input-file", action="append", default=[], metavar="FILE",
                    help="a URL-list file (or Metalink) to read, as a SOURCE is (repeatable; aria2c's "
                         "flag); '-' reads the URL list from standard input")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (created)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="output directory (created); '-' writes the one file of the sources to standard "
+                        "output, in order (see STREAMS below)")
     p.add_argument("--config", metavar="FILE",
                    help="read options from this TOML file (default $DTUNE_CONFIG, else "
                         "~/.config/dtune/config.toml when it exists)")
@@ -83,20 +101,29 @@ def main(args: argparse.Namespace) -> int:
         lists["-"] = sys.stdin.buffer.read()
     request = request_from(sources, args.output, values)
     request.lists = lists
+    streaming = args.output == "-"
+    if streaming:
+        if request.dry_run:
+            raise UsageError("--dry-run lists files; -o - writes one: give -o DIR with --dry-run")
+        sys.stdout.flush()
+        request.stream = sys.stdout.fileno()
     scale_out = None
     if request.cluster is not None or request.workers is not None:
         from dtune.cluster import scale_out_for  # (Dask: only for --cluster / --workers)
         scale_out = scale_out_for(request)
     reporter: JsonReporter | ConsoleReporter
-    if values["json"].value:
-        reporter = JsonReporter()
+    if values["json"].value:  # (with -o -, stdout carries the file: the events go to stderr)
+        reporter = JsonReporter(sys.stderr if streaming else sys.stdout)
     else:
-        reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not values["no_progress"].value)
+        reporter = ConsoleReporter(show_bar=sys.stderr.isatty() and not values["no_progress"].value,
+                                   out=sys.stderr if streaming else None)
     try:
         # SIGTERM and SIGHUP stop it as Ctrl-C does: what was written is journalled for the rerun
         result = run_async(run(request, on_event=reporter.event, on_progress=reporter.progress,
                                scale_out=scale_out),
                            stop_signals=(signal.SIGTERM, signal.SIGHUP))
+    except StreamClosed:
+        return STREAM_CLOSED  # the reader of -o - went away (| head -c): quietly, as cat would
     finally:
         if isinstance(reporter, ConsoleReporter):
             reporter.close()

@@ -66,7 +66,8 @@ class JsonReporter:
 class ConsoleReporter:
     """Progress bar on a TTY (plain lines otherwise) and one-line warnings on stderr."""
 
-    def __init__(self, *, show_bar: bool) -> None:
+    def __init__(self, *, show_bar: bool, out: TextIO | None = None) -> None:
+        self.out = out  # where the summary goes (None: stdout; stderr when stdout carries a stream)
         self.bar: Progress | None = None
         self._task = None
         if show_bar:  # rich (~30 ms to import) only for a bar on a terminal
@@ -128,12 +129,12 @@ class ConsoleReporter:
                 f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
         if s["files_verified"]:
             line += f"; {s['files_by_checksum']} checked by checksum, {s['files_by_size']} by size only"
-        print(line, flush=True)
+        print(line, file=self.out or sys.stdout, flush=True)
         if len(s["origins"]) > 1:
             for origin, v in s["origins"].items():
                 print(f"  {origin}: {human_bytes(v['bytes'])} ({v['share'] * 100:.1f} %) in "
-                      f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average")
+                      f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average", file=self.out or sys.stdout)
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
-                  f"≥ 1 % of the bytes", flush=True)
+                  f"≥ 1 % of the bytes", file=self.out or sys.stdout, flush=True)
         for f in result.failed:
             self._line(f"dtune: failed: {f.error or f.relpath}")

@@ -43,6 +43,7 @@ origin). The clock is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -62,6 +63,7 @@ from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
+from dtune.engine.stream import Stream, StreamClosed, StreamedFile, prefix
 from dtune.engine.ticker import Ticker
 from dtune.errors import HTTPError, RangeCut
 from dtune.http.access import DIRECT, Access
@@ -71,6 +73,7 @@ from dtune.params import Params
 from dtune.tuners.base import RangePolicy
 
 EventSink = Callable[[dict], None]
+STREAM_POLL = 0.005  # seconds between looks at a stream's file (its writer wakes the loop sooner)
 Connector = Callable[..., Awaitable[Connection]]  # (origin, *, timeout) -> a connected Connection
 
 
@@ -92,7 +95,7 @@ class Engine:
                  params: Params | dict[str, Params], *, options: EngineOptions | None = None,
                  partition_of: Callable[[int, FileSpec], str] | None = None,
                  on_event: EventSink | None = None, connect: Connector | None = None,
-                 access: Access = DIRECT) -> None:
+                 access: Access = DIRECT, stream: Stream | None = None) -> None:
         self.options = options or EngineOptions()
         self._on_event = on_event
         self.access = access  # request headers (credentials, scoped per origin) and the route
@@ -105,7 +108,7 @@ class Engine:
             name = partition_of(i, spec) if partition_of else next(iter(self.partitions))
             if name not in self.partitions:
                 raise ValueError(f"partition {name!r} has no parameters")
-            f = FileState(i, spec, path, name)
+            f = FileState(i, spec, path, name) if stream is None else StreamedFile(i, spec, path, name)
             self.files.append(f)
             self.partitions[name].files.append(f)
         replicas = max((len(f.replicas) for f in self.files), default=1)
@@ -113,6 +116,12 @@ class Engine:
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
         self.scheduler.ranges_ok = {f.replicas[0].origin for f in self.files if f.spec.ranges}
+        self.stream = stream  # the one file, written in order to a descriptor (``engine.stream``)
+        if stream is not None:
+            if len(self.files) != 1:
+                raise ValueError(f"a stream takes one file, not {len(self.files)}")
+            self.files[0].stream = stream
+            self.scheduler.horizon = stream.horizon
         self.outage = OutageProbe(self._open, self.now, self.options.outage_probe)
         self.origin_alive = self.outage.alive   # origin → when it last sent bytes (ticks, answers)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -200,6 +209,7 @@ class Engine:
             self.options, acct, self.scheduler, self.outage, self.files, self, clock=self.now,
             control_listeners=self.control_listeners, tick_listeners=self.tick_listeners).run())
         committer = asyncio.create_task(reports.committer.run())
+        follower = asyncio.create_task(self._follow(self.stream)) if self.stream is not None else None
         try:
             if self._remaining:
                 for part in self.partitions.values():
@@ -210,6 +220,9 @@ class Engine:
         finally:
             ticker.cancel()
             committer.cancel()
+            if follower is not None:
+                follower.cancel()
+                self.stream.stop()
             self.outage.cancel()
             if self.limiter is not None:
                 self.limiter.close()
@@ -224,6 +237,42 @@ class Engine:
             checksum = f.checksum.label() if f.checksum is not None and status != "failed" else None
             result.files.append(FileResult(f.relpath, status, f.size, error, checksum))
         return result
+
+    # ---- a stream ------------------------------------------------------------------
+    async def _follow(self, stream: Stream) -> None:
+        """Tell the stream's writer how far its file is on disk; move the window as it writes.
+
+        The file's bytes are looked at every ``STREAM_POLL`` seconds (the writer, in its thread,
+        wakes the loop each time it wrote). A file that starts over after bytes were written
+        (it changed on the server) stops the stream: the bytes written cannot be taken back."""
+        f = self.files[0]
+        loop = asyncio.get_running_loop()
+        moved = asyncio.Event()
+        stream.advanced = lambda: loop.call_soon_threadsafe(moved.set)
+        stream.start(f)
+        gen = f.gen
+        while True:
+            if f.status == "failed":
+                stream.stop()
+                return
+            if f.gen != gen:
+                if stream.delivered:
+                    stream.stop(f"{f.relpath}: it started over (changed on the server) after bytes "
+                                f"were written")
+                    return
+                gen = f.gen
+            stream.offer(prefix(f.done, f.size), f.size)
+            if stream.closed:
+                self._fatal = StreamClosed()
+                self._finished.set()
+                return
+            if self.scheduler.horizon != stream.horizon:
+                self.scheduler.horizon = stream.horizon
+                self.wake_idle()
+            moved.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(STREAM_POLL):
+                    await moved.wait()
 
     # ---- setup / teardown ------------------------------------------------------
     async def _prepare(self) -> None:

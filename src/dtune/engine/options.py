@@ -135,6 +135,10 @@ class EngineOptions:
                                       # server has mostly sent it (one 512 MiB file: 1.08x sent with
                                       # the cut, 1.00x without); a lane with 2 × 16 MiB ranges early in
                                       # a 1 GiB file would hold its connection open for seconds
+    # ---- a stream (dtune get -o -: engine/stream.py) ----
+    stream_window: int = 64 * MIB     # the most a stream's connections fetch ahead of what was written:
+                                      # 4 lanes keep two 8 MiB ranges each in flight (1 Gbit/s · 40 ms
+                                      # needs 5 MB in flight), and the temporary file holds about this
     # ---- housekeeping ----
     tick: float = 1.0                 # seconds between accounting ticks (rates, progress, stall checks, syncs)
     control_tick: float = 0.1         # seconds between tuner updates: a step of the online search is

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from dtune.engine.ranges import next_range_size
 from dtune.engine.state import Group, Lane, Partition
+from dtune.engine.stream import window_range, window_share
 
 if TYPE_CHECKING:
     from dtune.engine.files import FileState
@@ -147,6 +148,8 @@ class Scheduler:
         self.ranges_ok: set = set()     # origins seen (or said by HEAD) to honour Range
         self.no_pipeline: set = set()   # origins that close after each answer: pp 1
         self.pipelines: set = set()     # origins an answer showed keeping its connection: pp as planned
+        # a stream (``engine.stream``): no range may start at or reach past this byte (None: no window)
+        self.horizon: int | None = None
         self._group_ids = 0
 
     @property
@@ -215,7 +218,8 @@ class Scheduler:
         if self.paused.get(replica, 0.0) > now:
             return None
         for f in group.files:
-            if f.not_before > now or not f.has_work() or not f.serves(replica) or self.unproven(f, lane):
+            if (f.not_before > now or not f.has_work() or not f.serves(replica) or self.unproven(f, lane)
+                    or self.held(f)):
                 continue
             if (lane.id in f.lanes or len(f.lanes) < p) and self.admits(lane, f, now):
                 if self.ranges_full(f, lane):
@@ -224,6 +228,9 @@ class Scheduler:
         f = part.pop_ready(now, replica)
         if f is None:
             return self.steal(lane, now)
+        if self.held(f):
+            part.queue.appendleft(f)  # the stream's window is full: a lane is woken when it moves
+            return None
         if not self.admits(lane, f, now):
             part.queue.appendleft(f)  # for a faster replica; this lane waits for a wake-up
             return None
@@ -241,6 +248,14 @@ class Scheduler:
         return (f.in_flight > 0 and not f.ranges_seen and not f.single_stream and not f.done
                 and len(f.replicas) == 1 and f.size is not None and f.size > self.options.split_threshold
                 and f.replicas[lane.replica].origin not in self.ranges_ok)
+
+    def held(self, f: FileState) -> bool:
+        """A stream's split file whose next unassigned byte lies past the window (``horizon``)."""
+        if self.horizon is None or f.unassigned is None or f.single_stream or f.size is None \
+                or f.size <= self.options.split_threshold:
+            return False
+        first = f.unassigned.first()
+        return first is not None and first[0] >= self.horizon
 
     def ranges_full(self, f: FileState, lane: Lane) -> bool:
         """Does ``lane`` already hold ``range_pipeline`` ranges of the split file ``f``?"""
@@ -291,6 +306,10 @@ class Scheduler:
                 cap = self.closing_range()
                 size = next_range_size(unassigned, params.p, min(params.pp, opts.range_pipeline_cap),
                                        min_range=min(opts.min_range, cap), max_range=min(opts.max_range, cap))
+            if self.horizon is not None:  # a stream: inside the window, shared by its lanes
+                lanes = sum(self.lanes_per_replica.values()) or params.p
+                size = min(size, window_share(opts.stream_window, lanes, opts.range_pipeline, opts.min_range))
+                size = window_range(f.unassigned.first()[0], size, self.horizon)
             start, end = f.unassigned.pop_front(max(1, size))
             piece = Piece(f, start, end, ranged=True)
         assign(f, lane)
@@ -350,7 +369,7 @@ class Scheduler:
                 continue
             for f in group.files:
                 if f.not_before <= now and f.has_work() and f.serves(lane.replica) \
-                        and not self.unproven(f, lane) and not self.ranges_full(f, lane) \
+                        and not self.unproven(f, lane) and not self.ranges_full(f, lane) and not self.held(f) \
                         and self.admits(lane, f, now):
                     return self.carve(f, lane, now)
         if lane.outstanding:  # cut only for an idle lane: its own queue would delay the tail

@@ -17,6 +17,7 @@ from dtune.dataset import FileSpec
 from dtune.energy import apply_cpu_freq, apply_cpu_num, default_knobs, open_meter
 from dtune.engine import Engine
 from dtune.engine.result import TransferResult
+from dtune.engine.stream import Stream
 from dtune.http.warm import WarmPool
 from dtune.params import Params
 from dtune.transfer.events import EventSink
@@ -113,12 +114,14 @@ async def fetch(request: TransferRequest, specs: list[FileSpec], paths: list[Pat
                 on_progress: Callable[[Snapshot], None] | None = None, *,
                 on_engine: Callable[[Engine], None] | None = None, connect_times: dict | None = None,
                 early: dict | None = None, warm: WarmPool | None = None,
-                limits: Callable[[], Limit | None] | None = None) -> TransferResult:
+                limits: Callable[[], Limit | None] | None = None,
+                stream: Stream | None = None) -> TransferResult:
     """Tune and run the engine on files already listed and placed (``specs`` may carry
     ``Piece``s: a cluster shard's share of a file). ``warm``: connections discovery opened,
     which the engine takes first; those it has not taken by its first tick are closed.
     ``limits``: asked every control tick; a (cap, why[, fresh]) it returns goes to the tuner's
-    ``limit`` (a cluster's parent capping this node's connections)."""
+    ``limit`` (a cluster's parent capping this node's connections). ``stream``: the one file is
+    written to it in order (``engine.stream``)."""
     early = early or {}
     try:
         tuner, tplan, facts = await plan_tuning(request, specs, emit, connect_times=connect_times, early=early)
@@ -142,7 +145,7 @@ async def fetch(request: TransferRequest, specs: list[FileSpec], paths: list[Pat
             options = dataclasses.replace(options, retire_cut=True)
         engine = Engine(specs, paths, knobs.settle(tplan.params), options=options, on_event=emit,
                         access=request.access, connect=warm.connect if warm is not None else None,
-                        partition_of=lambda i, _spec: tplan.partition_of[i])
+                        partition_of=lambda i, _spec: tplan.partition_of[i], stream=stream)
         engine.reached.update(connect_times or {})  # (discovery's origins: a refusal is an outage there)
         if warm is not None:  # by the first tick every lane has asked for its connection
             engine.tick_listeners.append(lambda _snap: warm.close())

@@ -99,11 +99,15 @@ class TransferRequest:
     # URL lists given as bytes, by the source that names them ("-": the one read from stdin,
     # ``dtune get -i -``): discovery reads them as local URL-list files; never part of ``record()``
     lists: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    # a descriptor the one file of the sources is written to, in order (``dtune get -o -``): the
+    # bytes pass through a private temporary directory, ``outdir`` only names the stream ("-")
+    stream: int | None = field(default=None, repr=False, compare=False)
 
     def record(self) -> dict:
         """What the history keeps of this request: everything but ``access`` (credentials)."""
-        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}, shard=None, lists={}))
-        del info["access"], info["given"], info["shard"], info["record_history"], info["lists"]
+        info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}, shard=None, lists={},
+                                                      stream=None))
+        del info["access"], info["given"], info["shard"], info["record_history"], info["lists"], info["stream"]
         for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
             info[name] = [redact_url(url) for url in info[name]]
         return info

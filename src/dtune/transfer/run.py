@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from typing import Protocol
 
 from dtune.accounting import Snapshot
 from dtune.engine.result import TransferResult
+from dtune.engine.stream import Stream
 from dtune.errors import DiskError, DtuneError, UsageError
 from dtune.fileio import lock_directory
 from dtune.history.lite import sqlite_path
@@ -71,26 +75,31 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         result.summary = dryrun.summary_event(result)
         emit(result.summary)
         return result
+    if request.stream is not None and scale_out is not None:
+        raise UsageError("-o - writes one file to standard output on this host: it takes no --cluster or --workers")
     if request.record_history and sqlite_path(request.history) is None:
         # recording into another database needs SQLAlchemy (~0.1 s to import): load it while
         # the transfer waits on the network (a SQLite history needs only sqlite3)
         threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
-    try:
-        os.makedirs(request.outdir, exist_ok=True)
-        lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
-    except OSError as exc:
-        raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
-    if lock is None:
-        emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
-                                             f"here; do not run two transfers into it at once"})
-    try:
-        if scale_out is not None:
-            result = await scale_out.fetch(request, emit, on_progress)
-        else:
-            result = await _list_and_fetch(request, emit, on_progress)
-    finally:
-        if lock is not None:
-            os.close(lock)
+    if request.stream is not None:
+        result = await _streamed(request, emit, on_progress)
+    else:
+        try:
+            os.makedirs(request.outdir, exist_ok=True)
+            lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
+        except OSError as exc:
+            raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
+        if lock is None:
+            emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
+                                                 f"here; do not run two transfers into it at once"})
+        try:
+            if scale_out is not None:
+                result = await scale_out.fetch(request, emit, on_progress)
+            else:
+                result = await _list_and_fetch(request, emit, on_progress)
+        finally:
+            if lock is not None:
+                os.close(lock)
     seconds = clock.elapsed()
     if request.record_history:
         emit(await asyncio.to_thread(record, request, result, status=0 if result.ok else 1,
@@ -100,9 +109,21 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
     return result
 
 
+async def _streamed(request: TransferRequest, emit: EventSink, on_progress: ProgressSink | None) -> TransferResult:
+    """``run`` for a stream (``request.stream``): the one file's bytes pass through a private
+    temporary directory (``dtune-stream-*``, removed at the end) on their way to the descriptor."""
+    tmp = await asyncio.to_thread(tempfile.mkdtemp, prefix="dtune-stream-")
+    try:
+        inner = dataclasses.replace(request, outdir=tmp)
+        return await _list_and_fetch(inner, emit, on_progress, stream=Stream(request.stream,
+                                                                             request.options.stream_window))
+    finally:
+        await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
 async def _list_and_fetch(request: TransferRequest, emit: EventSink,
-                          on_progress: ProgressSink | None) -> TransferResult:
-    """``run`` once its output directory is there and locked."""
+                          on_progress: ProgressSink | None, stream: Stream | None = None) -> TransferResult:
+    """``run`` once its output directory is there and locked (``stream``: its one file goes there)."""
     probes = MirrorProbes(request)  # the mirrors' RTTs, while discovery asks the primary
     try:
         found = await list_sources(request, warm=True)
@@ -114,6 +135,10 @@ async def _list_and_fetch(request: TransferRequest, emit: EventSink,
     try:
         try:
             specs, paths = placed(request, found.dataset, emit)
+            if stream is not None and (len(specs) != 1 or found.dataset.unlisted):
+                raise UsageError(f"-o - writes one file to standard output, but the sources list "
+                                 f"{len(specs) + len(found.dataset.unlisted)}: give a directory with -o DIR "
+                                 f"(or select one file with --include)")
             if probes.tasks:  # (the tuner waits for them anyway; their connections go to the engine)
                 await asyncio.wait(probes.tasks.values())
         except BaseException:
@@ -121,7 +146,7 @@ async def _list_and_fetch(request: TransferRequest, emit: EventSink,
             raise
         warm.adopt(probes.kept)
         result = await fetch(request, specs, paths, emit, on_progress,
-                             connect_times=found.connect_times, early=probes.tasks, warm=warm)
+                             connect_times=found.connect_times, early=probes.tasks, warm=warm, stream=stream)
     finally:
         warm.close()
     add_unfetched(result, found.dataset, specs)
