@@ -26,6 +26,7 @@ from dtune.params import Params
 
 WINDOW = 256 * KIB
 OPTIONS = replace(FAST, stream_window=WINDOW)
+FOUR = Params(1, 4, 2)
 
 
 # ---- the arithmetic -----------------------------------------------------------------------------
@@ -85,7 +86,7 @@ class Reader(threading.Thread):
         os.close(self.fd)
 
 
-def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params = Params(1, 4, 2),
+def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params = FOUR,
                checksum: Checksum | None = None, pause: float = 0.0, stop_after: int | None = None):
     """The engine streaming ``path`` into a pipe; (result or the exception, what the reader got,
     the largest distance past what was written at which a range in flight ended)."""
