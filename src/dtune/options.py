@@ -201,7 +201,7 @@ OPTIONS: list[Option] = [
            default=_d.retries, parse=argtypes.count, metavar="N"),
     # ── output ──────────────────────────────────────────────────────────────────────────────
     Option(("--json",), "print NDJSON events on stdout (start, progress each second, file_done, "
-           "retry, error, summary)", "output", kind="flag"),
+           "retry, error, summary); on stderr with -o -, whose stdout is the file", "output", kind="flag"),
     Option(("--no-progress",), "no progress bar even on a terminal", "output", kind="flag"),
     Option(("--history",), "transfer history database (SQLAlchemy URL such as postgresql://user@host/db, "
            "or SQLite path; default ~/.local/share/dtune/history.db)", "output", metavar="URL"),

@@ -42,6 +42,16 @@ With --update only files that changed on the server are fetched again;
 --include/--exclude/--max-depth/--max-files select files, --dry-run lists
 them without writing anything (docs/selection.md).
 
+ARCHIVES THAT NEED A LOGIN (recipes: docs/hosts.md): a ~/.netrc entry ("machine
+urs.earthdata.nasa.gov login NAME password SECRET") sends basic auth to that host
+whenever a request goes there, a redirect's included (--netrc-file FILE, --no-netrc);
+--cookies FILE loads the session cookies of a Netscape cookie file (curl -c, wget
+--save-cookies) and saves the ones servers set into it; --header 'NAME: VALUE' and
+--token-env VAR (Authorization: Bearer, the token read from VAR; --token-file PATH)
+go only to the origins you named, never to one reached through a redirect. A
+presigned link (S3, a data portal's download link) is a SOURCE as it is: a HEAD it
+refuses is asked again as GET for its first byte.
+
 STREAMS: -o - writes the one file of the sources to standard output, in order, for
 a pipe: dtune get URL -o - | tar x, | zcat, | sha256sum. Several connections
 still fetch ranges ahead (at most 64 MiB ahead of what was written); the bytes
