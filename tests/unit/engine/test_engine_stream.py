@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.engine import FAST, KIB, blob, pipelined
-from support.fakeserver import FakeServer, spans_overlap
+from support.fakeserver import FakeServer, Rule, spans_overlap
 
 from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
@@ -87,14 +87,15 @@ class Reader(threading.Thread):
 
 
 def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params = FOUR,
-               checksum: Checksum | None = None, pause: float = 0.0, stop_after: int | None = None):
+               checksum: Checksum | None = None, pause: float = 0.0, stop_after: int | None = None,
+               sized: bool = True):
     """The engine streaming ``path`` into a pipe; (result or the exception, what the reader got,
     the largest distance past what was written at which a range in flight ended)."""
     read_end, write_end = os.pipe()
     reader = Reader(read_end, pause=pause, stop_after=stop_after)
     reader.start()
-    spec = FileSpec(url=server.url(path), relpath=path.lstrip("/"), size=len(server.files[path]),
-                    checksum=checksum, ranges=True)
+    spec = FileSpec(url=server.url(path), relpath=path.lstrip("/"), size=len(server.files[path]) if sized else None,
+                    checksum=checksum, ranges=sized)
     stream = Stream(write_end, WINDOW)
     ahead = [0]
 
@@ -138,6 +139,28 @@ def test_a_file_on_four_lanes_arrives_in_order_within_the_window(tmp_path: Path,
     assert len({r.conn for r in server.gets("/big.bin")}) > 1, "one connection only"
     assert 0 < ahead <= WINDOW, ahead
     assert list(tmp_path.iterdir()) == []    # the part file is removed, never renamed into place
+
+
+@pytest.mark.parametrize("rule", [
+    Rule(ignore_range=True),                       # one whole-file stream, not held by the window
+    Rule(truncate=100 * KIB, times=2),             # ranges cut short: asked again, still in order
+    Rule(chunked=True),                            # no Content-Length
+], ids=["ignores-range", "truncated", "chunked"])
+def test_sloppy_servers_still_give_the_bytes_in_order(tmp_path: Path, server: FakeServer, rule: Rule) -> None:
+    data = blob(2 * 1024 * KIB + 5)
+    server.files["/s.bin"] = data
+    server.rules["/s.bin"] = rule
+    result, got, _ = stream_run(tmp_path, server, "/s.bin")
+    assert result.ok, result.failed
+    assert got == data
+
+
+def test_a_file_of_unknown_size_streams_after_its_first_range_says_it(tmp_path: Path, server: FakeServer) -> None:
+    data = blob(2 * 1024 * KIB + 5)
+    server.files["/u.bin"] = data
+    result, got, _ = stream_run(tmp_path, server, "/u.bin", sized=False)
+    assert result.ok, result.failed
+    assert got == data
 
 
 def test_a_published_checksum_is_verified_on_the_bytes_written(tmp_path: Path, server: FakeServer) -> None:
