@@ -177,7 +177,15 @@ class Stream:
             if fd >= 0:
                 os.close(fd)
             self._finished.set()
+            self._tell()
+
+    def _tell(self) -> None:
+        """``advanced()``, unless the loop it wakes has ended (a writer that was blocked on its reader
+        while the transfer was stopped)."""
+        try:
             self.advanced()
+        except RuntimeError:  # (the event loop is closed)
+            pass
 
     def _done(self) -> bool:
         return self._size is not None and self.delivered >= self._size
@@ -197,7 +205,7 @@ class Stream:
             self._hash.update(data)
         punch_hole(fd, start, end - start)  # (where it cannot: the temporary file keeps them)
         self.delivered = end
-        self.advanced()
+        self._tell()
 
 
 class StreamedFile(FileState):
