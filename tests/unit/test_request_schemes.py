@@ -1,0 +1,27 @@
+"""Which URLs a transfer takes: a scheme dtune does not fetch is a usage error naming the URL."""
+
+from __future__ import annotations
+
+import pytest
+
+from dtune.errors import UsageError
+from dtune.transfer.request import check_schemes
+
+
+@pytest.mark.parametrize("url", ["http://h/x", "https://h/x", "s3://b/k", "HTTP://h/x", "urls.txt", "-"])
+def test_fetched_schemes_and_local_names_pass(url: str) -> None:
+    check_schemes([url], [])
+
+
+@pytest.mark.parametrize(("sources", "mirrors", "said"), [
+    (["ftp://h/pub/x"], [], "ftp://h/pub/x: ftp:// is not supported"),
+    (["gopher://h/x"], [], "gopher://h/x: gopher:// is not supported"),
+    (["file:///etc/hostname"], [], "file:///etc/hostname: file:// is not supported"),
+    (["http://h/x"], ["ftp://m/x"], "--mirror ftp://m/x: ftp://"),
+    (["ftp://user:secret@h/x"], [], "ftp://***@h/x: ftp://"),
+])
+def test_other_schemes_are_usage_errors_naming_the_url(sources, mirrors, said) -> None:
+    with pytest.raises(UsageError) as info:
+        check_schemes(sources, mirrors)
+    assert said in str(info.value) and "secret" not in str(info.value)
+
