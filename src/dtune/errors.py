@@ -31,6 +31,11 @@ class DiscoveryError(DtuneError):
         self.retry_after = retry_after
 
 
+class SourceError(DiscoveryError, UsageError):
+    """A source or mirror as given is none (no such local file, a local directory, not an http(s)
+    URL): a usage error (exit 2), raised where discovery looks at it."""
+
+
 class HTTPError(DtuneError):
     """An HTTP exchange failed. ``retryable`` says whether trying again may help."""
 

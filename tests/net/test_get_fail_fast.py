@@ -90,3 +90,12 @@ def test_an_unsupported_mirror_scheme_is_a_usage_error(env: dict[str, str], tmp_
     code, err, _ = get(env, tmp_path / "out", "http://127.0.0.1:9/x.bin", "--mirror", "ftp://u:secret@m/x.bin")
     assert code == 2, err
     assert "--mirror ftp://***@m/x.bin" in err and "secret" not in err, err
+
+
+def test_a_source_that_is_no_file_and_no_url_is_a_usage_error(env: dict[str, str], tmp_path: Path) -> None:
+    code, err, _ = get(env, tmp_path / "out", str(tmp_path / "no-such-list.txt"))
+    assert code == 2, err
+    assert "no-such-list.txt: not an existing file" in err, err
+    code, err, _ = get(env, tmp_path / "out", str(tmp_path))
+    assert code == 2, err
+    assert "is a local directory" in err, err

@@ -65,8 +65,8 @@ source that lists several files is a usage error. A reader that exits early
 
 Exit status: 0 every file verified; 1 some file failed (listed), or a host that
 does not resolve or refuses at the first contact; 2 usage error (an unsupported
-scheme such as ftp://, several files for -o -); 130 interrupted; 141 the reader
-of -o - went away.
+scheme such as ftp://, a SOURCE that is no file and no URL, several files for
+-o -); 130 interrupted; 141 the reader of -o - went away.
 """
 
 STREAM_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for cat when its reader exits first

@@ -64,7 +64,7 @@ from dtune.discovery.urls import (
     path_is_dir,
     requote_url,
 )
-from dtune.errors import DiscoveryError, DtuneError, UsageError
+from dtune.errors import DiscoveryError, DtuneError, SourceError, UsageError
 from dtune.http.auth import strip_userinfo
 from dtune.http.client import FetchResult  # the result type every fetch returns
 from dtune.http.message import parse_content_range, parse_retry_after
@@ -159,7 +159,7 @@ def _checked_mirror(mirror: str) -> str:
     try:
         return requote_url(mirror)
     except ValueError as exc:
-        raise DiscoveryError(f"mirror {mirror!r}: {exc}") from None
+        raise SourceError(f"mirror {mirror!r}: {exc}") from None
 
 
 class _Discovery:
@@ -297,11 +297,11 @@ class _Discovery:
             await self._local_file(source)
             return
         if os.path.isdir(source):
-            raise DiscoveryError(f"{source}: is a local directory; give a URL, a URL list or a Metalink file")
+            raise SourceError(f"{source}: is a local directory; give a URL, a URL list or a Metalink file")
         try:
             url = requote_url(source)
         except ValueError as exc:
-            raise DiscoveryError(f"{source}: not an existing file, and {exc}") from None
+            raise SourceError(f"{source}: not an existing file, and {exc}") from None
         if path_is_dir(url):
             await self.tree.directory(url, source)
         else:
