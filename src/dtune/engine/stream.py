@@ -45,6 +45,10 @@ class StreamClosed(Exception):
     """The stream's reader went away (EPIPE): the transfer stops; nothing is wrong with the file."""
 
 
+class _WriteFailed(Exception):
+    """Writing to the stream's descriptor failed (not EPIPE): a full disk behind ``>``, a bad fd."""
+
+
 # ---- pure: what may be written, what may be asked for ------------------------------------------
 def prefix(done: RangeSet, size: int | None) -> int:
     """Bytes from 0 that are on disk without a gap (all of a file of ``size`` 0)."""
@@ -166,13 +170,15 @@ class Stream:
                     if self._stop or self._done():
                         return
                     start, end = self.delivered, min(self._ready, self.delivered + CHUNK)
-                if fd < 0:
-                    fd = open_nofollow(self._path, os.O_RDONLY)
+                if fd < 0:  # (read and write: punching a hole is a write)
+                    fd = open_nofollow(self._path, os.O_RDWR)
                 self._write(fd, start, end)
         except StreamClosed:
             self.closed = True
-        except OSError as exc:
-            self.error = str(disk_error(self._path or "", exc)) if fd < 0 else f"standard output: {exc.strerror or exc}"
+        except _WriteFailed as exc:
+            self.error = f"standard output: {exc.args[0]}"
+        except OSError as exc:  # reading the part file
+            self.error = str(disk_error(self._path or "", exc))
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -200,6 +206,8 @@ class Stream:
                 n = os.write(self.out, view)
             except BrokenPipeError:
                 raise StreamClosed() from None
+            except OSError as exc:
+                raise _WriteFailed(exc.strerror or str(exc)) from None
             view = view[n:]
         if self._hash is not None:
             self._hash.update(data)

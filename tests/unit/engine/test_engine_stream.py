@@ -4,6 +4,7 @@ window, and the engine writing into a real pipe over the in-memory network."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import threading
@@ -90,14 +91,16 @@ def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params 
                checksum: Checksum | None = None, pause: float = 0.0, stop_after: int | None = None,
                sized: bool = True):
     """The engine streaming ``path`` into a pipe; (result or the exception, what the reader got,
-    the largest distance past what was written at which a range in flight ended)."""
+    [the largest distance past what was written at which a range in flight ended, the most disk
+    the part file took])."""
     read_end, write_end = os.pipe()
     reader = Reader(read_end, pause=pause, stop_after=stop_after)
     reader.start()
     spec = FileSpec(url=server.url(path), relpath=path.lstrip("/"), size=len(server.files[path]) if sized else None,
                     checksum=checksum, ranges=sized)
     stream = Stream(write_end, WINDOW)
-    ahead = [0]
+    ahead = [0, 0]   # bytes in flight past what was written; bytes the part file holds on disk
+    part = tmp_path / (spec.relpath + ".dtune-part")
 
     async def main():
         engine = Engine([spec], [tmp_path / spec.relpath], params, options=OPTIONS, connect=server.connect,
@@ -109,6 +112,8 @@ def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params 
                 for job in list(lane.conn.queued) if lane.conn is not None else []:
                     if getattr(job, "end", None) is not None:
                         ahead[0] = max(ahead[0], job.end - stream.delivered)
+            with contextlib.suppress(FileNotFoundError):
+                ahead[1] = max(ahead[1], part.stat().st_blocks * 512)
             await asyncio.sleep(0.001)
         return await task
 
@@ -119,7 +124,7 @@ def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params 
     finally:
         os.close(write_end)
         reader.join(10)
-    return outcome, bytes(reader.data), ahead[0]
+    return outcome, bytes(reader.data), ahead
 
 
 @pytest.fixture
@@ -137,7 +142,9 @@ def test_a_file_on_four_lanes_arrives_in_order_within_the_window(tmp_path: Path,
     asked = server.asked("/big.bin")
     assert not spans_overlap(asked) and len(asked) > 4   # many ranges, none twice
     assert len({r.conn for r in server.gets("/big.bin")}) > 1, "one connection only"
-    assert 0 < ahead <= WINDOW, ahead
+    assert 0 < ahead[0] <= WINDOW, ahead
+    # what was written is punched out of the part file: it holds the window (and a chunk being written)
+    assert 0 < ahead[1] <= 2 * WINDOW + 16 * KIB, ahead
     assert list(tmp_path.iterdir()) == []    # the part file is removed, never renamed into place
 
 
