@@ -257,14 +257,16 @@ class Engine:
                 return
             if f.gen != gen:
                 if stream.delivered:
-                    stream.stop(f"{f.relpath}: it started over (changed on the server) after bytes "
-                                f"were written")
-                    return
+                    stream.stop("it started over (changed on the server)")
                 gen = f.gen
             stream.offer(prefix(f.done, f.size), f.size)
             if stream.closed:
                 self._fatal = StreamClosed()
                 self._finished.set()
+                return
+            if stream.ended and stream.error is not None:  # the window would never move again
+                if f.status in ("queued", "active"):
+                    self.reports.fail(f, stream.verdict(f) or stream.error)
                 return
             if self.scheduler.horizon != stream.horizon:
                 self.scheduler.horizon = stream.horizon

@@ -306,6 +306,10 @@ class FileReports:
         self._emit("error", file=f.relpath, reason=reason)
         self._file_finished()
 
+    def fail(self, f: FileState, reason: str) -> None:
+        """Fail a file for a reason no request reported (a stream whose descriptor failed)."""
+        self._fail_file(f, reason)
+
     # ---- commit ------------------------------------------------------------------------
     def commit(self, f: FileState) -> None:
         """Queue a complete file for verification, fsync and rename (in a worker thread)."""

@@ -130,6 +130,11 @@ class Stream:
         # (a writer blocked on a reader that does not read may never see the stop: nobody waits for it)
         self._finished.set()
 
+    @property
+    def ended(self) -> bool:
+        """The writer ended: every byte written, or it stopped (``error``, ``closed``)."""
+        return self._finished.is_set()
+
     def digest(self) -> str | None:
         """The hex digest of what was written (when the file has a checksum dtune can compute)."""
         return self._hash.hexdigest() if self._hash is not None else None

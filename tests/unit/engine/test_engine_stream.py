@@ -200,3 +200,25 @@ def test_a_stream_takes_one_file(tmp_path: Path) -> None:
     specs = [FileSpec(url=f"http://a.test/{n}", relpath=n, size=1) for n in ("a", "b")]
     with pytest.raises(ValueError, match="one file"):
         Engine(specs, [tmp_path / "a", tmp_path / "b"], Params(1, 1, 1), stream=Stream(1, WINDOW))
+
+
+def test_a_descriptor_that_fails_fails_the_file_at_once(tmp_path: Path, server: FakeServer) -> None:
+    """(Without it the window, which only what is written moves, would hold the lanes for ever.)"""
+    data = blob(3 * 1024 * KIB)
+    server.files["/f.bin"] = data
+    full = os.open("/dev/full", os.O_WRONLY)   # every write: ENOSPC
+    spec = FileSpec(url=server.url("/f.bin"), relpath="f.bin", size=len(data), ranges=True)
+
+    async def main():
+        engine = Engine([spec], [tmp_path / "f.bin"], FOUR, options=OPTIONS, connect=server.connect,
+                        stream=Stream(full, WINDOW))
+        return await asyncio.wait_for(engine.run(), 10)
+
+    try:
+        result = run_async(main())
+    finally:
+        os.close(full)
+    assert result.files[0].status == "failed"
+    assert result.files[0].error == ("f.bin: standard output: No space left on device (0 bytes were already "
+                                     "written to standard output)")
+    assert sum(e - s for s, e in server.asked("/f.bin")) <= WINDOW   # no more asked than the window
