@@ -92,7 +92,6 @@ class Stream:
         self._ready = 0                    # bytes on disk from 0 (``offer``)
         self._size: int | None = None
         self._path: str | None = None
-        self._algo: str | None = None
         self._hash = None
         self._stop = False
         self._finished = threading.Event()  # the writer ended: every byte written, or it stopped
@@ -107,7 +106,6 @@ class Stream:
         """Start writing ``f`` (its part file, its checksum's algorithm when it has one)."""
         self._path = f.part_path
         if f.checksum is not None and checksums.available(f.checksum.algo):
-            self._algo = f.checksum.algo
             self._hash = checksums.hasher(f.checksum.algo)
         self._thread = threading.Thread(target=self._run, name="dtune-stream", daemon=True)
         self._thread.start()
