@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class JsonReporter:
-    """One JSON object per line on stdout.
+    """One JSON object per line on stdout (on stderr when stdout carries the file of ``-o -``).
 
     When the reader goes away (``dtune get --json | head``) or stdout fails, the
     events stop, one line on stderr says so, and the transfer goes on to its end
@@ -42,7 +42,8 @@ class JsonReporter:
         except (OSError, ValueError) as exc:  # EPIPE, a full disk; ValueError: a closed file
             self.closed = True
             why = "was closed" if isinstance(exc, (BrokenPipeError, ValueError)) else f"failed ({exc})"
-            print(f"dtune: stdout {why}: the --json events stop here; the transfer goes on",
+            where = "stderr" if self.out is sys.stderr else "stdout"  # (stderr: -o - holds stdout)
+            print(f"dtune: {where} {why}: the --json events stop here; the transfer goes on",
                   file=sys.stderr)
             self._silence()
 
@@ -133,7 +134,8 @@ class ConsoleReporter:
         if len(s["origins"]) > 1:
             for origin, v in s["origins"].items():
                 print(f"  {origin}: {human_bytes(v['bytes'])} ({v['share'] * 100:.1f} %) in "
-                      f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average", file=self.out or sys.stdout)
+                      f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average",
+                      file=self.out or sys.stdout)
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
                   f"≥ 1 % of the bytes", file=self.out or sys.stdout, flush=True)
         for f in result.failed:
