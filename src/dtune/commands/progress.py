@@ -135,5 +135,9 @@ class ConsoleReporter:
                       f"{v['requests']} requests of {human_bytes(v['mean_request'])} on average")
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
                   f"≥ 1 % of the bytes", flush=True)
+        if s.get("links_renewed"):
+            print(f"  {s['links_renewed']} expired links renewed from the original URLs", flush=True)
+        for d in s.get("replicas_dropped", ()):
+            self._line(f"dtune: replica dropped for {d['file']}: {d['url']}: {d['reason']}")
         for f in result.failed:
             self._line(f"dtune: failed: {f.error or f.relpath}")
