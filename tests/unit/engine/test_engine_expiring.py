@@ -169,3 +169,23 @@ def test_a_file_no_replica_serves_fails_naming_each_replica(pair: list[FakeServe
     assert first.url("/d/f0.bin") in error and "server answered" in error, error
     for path in ("/d/f1.bin", "/d/f2.bin", "/d/f3.bin", "/d/f4.bin", "/d/f5.bin"):
         assert (run.out / path.lstrip("/")).read_bytes() == primary.files[path]
+
+
+def test_a_file_a_fast_mirror_refused_is_admitted_on_the_slow_primary(tmp_path: Path) -> None:
+    """MDTP's last-round rule keeps a slow replica from starting work a faster one would finish
+    sooner; for a file the fast one refused, the slow one is all there is (it used to wait for ever)."""
+    net = MemoryNetwork()
+    files = {f"/d/f{i}.bin": blob(3 * MIB + i) for i in range(4)}
+    primary = FakeServer(files, rate=4 * MIB, network=net).start()
+    mirror = FakeServer(files, network=net).start()
+    del mirror.files["/d/f1.bin"]
+    mirror.rules["/d/f3.bin"] = Rule(status=410)
+    try:
+        run = mirrored([primary, mirror], tmp_path, files)
+    finally:
+        primary.stop()
+        mirror.stop()
+    assert run.result.ok, run.result.failed
+    for path, data in files.items():
+        assert (run.out / path.lstrip("/")).read_bytes() == data
+    assert {e["file"] for e in run.events if e["event"] == "replica_dropped"} <= {"d/f1.bin", "d/f3.bin"}
