@@ -11,7 +11,8 @@ response reveals as they arrive, and how the request ended:
     RangeHonoured        the first 206 of a file: its origin honours Range, so split files
                          on it may have several ranges in flight before their first answer
     FileChanged(why)     RestartFile (every byte forgotten), or FailFile after max_restarts
-    Redirected(url)      the replica's URL moves there, or FailFile after max_redirects
+    Redirected(url)      the replica's URL moves there (its original is kept: an expired link is
+                         renewed from it), or FailFile after max_redirects hops of one chain
     WrongReplica(why)    a mirror serves another size: never used for this file again, its
                          request goes back without penalty (warning)
     Finished             done: journal, commit when every byte is on disk
