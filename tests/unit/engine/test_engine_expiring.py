@@ -9,15 +9,17 @@ some files (404) or refuse them (403).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from pathlib import Path
 
 import pytest
 from support.engine import FAST, Run, fetch
-from support.fakeserver import ExpiringLinks, FakeServer, Rule, spans_overlap
+from support.fakeserver import ExpiringLinks, FakeServer, Rule, etag, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
+from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
@@ -189,3 +191,22 @@ def test_a_file_a_fast_mirror_refused_is_admitted_on_the_slow_primary(tmp_path: 
     for path, data in files.items():
         assert (run.out / path.lstrip("/")).read_bytes() == data
     assert {e["file"] for e in run.events if e["event"] == "replica_dropped"} <= {"d/f1.bin", "d/f3.bin"}
+
+
+def test_a_rerun_resumes_through_a_fresh_link_asking_only_the_missing_bytes(
+        archive: ExpiringLinks, tmp_path: Path) -> None:
+    """The journal holds the data URL (the original), never a link: the next run resumes through a
+    new one, and the ETag the journal kept is checked against it."""
+    data = archive.files["/granule.nc"] = blob(2 * MIB)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ("granule.nc" + PART_SUFFIX)).write_bytes(data[:700 * KIB] + bytes(len(data) - 700 * KIB))
+    header = json.dumps({"etag": etag(data), "sha256": None, "size": len(data),
+                         "url": archive.link("/granule.nc")})
+    (out / ("granule.nc" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {700 * KIB}\n")
+    run = fetch(archive, tmp_path, [linked(archive, "/granule.nc")], Params(1, 2, 2))
+    assert run.result.ok, run.result.failed
+    assert (run.out / "granule.nc").read_bytes() == data
+    spans = sorted((s, e) for _, s, e in archive.served("/granule.nc"))
+    assert spans[0][0] == 700 * KIB and sum(e - s for s, e in spans) == len(data) - 700 * KIB
+    assert not spans_overlap(spans) and archive.refusals >= 1
