@@ -76,6 +76,19 @@ def test_a_different_object_behind_a_renewed_link_restarts_the_file_and_is_never
                for e in run.events), [e for e in run.events if e["event"] == "retry"]
 
 
+def test_an_object_of_another_size_behind_a_renewed_link_fails_the_file_and_is_never_stitched(
+        archive: ExpiringLinks, tmp_path: Path) -> None:
+    """The listing's size is the file's: a renewed link to an object of another size is another
+    object (its ETag differs too: the file starts over once, then its size fails it)."""
+    archive.files["/granule.nc"] = blob(2 * MIB)
+    archive.swapped["/granule.nc"] = blob(2 * MIB + 10)
+    archive.swap_after = 2
+    run = fetch(archive, tmp_path, [linked(archive, "/granule.nc")], Params(1, 2, 2))
+    assert run.status("granule.nc") == "failed"
+    assert "size changed" in run.error("granule.nc"), run.error("granule.nc")
+    assert not (run.out / "granule.nc").exists()
+
+
 def test_a_target_with_another_last_modified_after_a_renewal_restarts_the_file(
         archive: ExpiringLinks, tmp_path: Path) -> None:
     """Same ETag, another Last-Modified: after a renewal every validator must agree."""
