@@ -156,10 +156,6 @@ class FileState:
         """May a lane of ``replica`` fetch this file (it has that URL, and it was not dropped)?"""
         return replica < len(self.replicas) and replica not in self.refused
 
-    def others(self, replica: int) -> int:
-        """How many replicas other than ``replica`` still serve this file."""
-        return sum(1 for r in range(len(self.replicas)) if r != replica and r not in self.refused)
-
     def drop(self, replica: int, status: int | None, reason: str) -> dict:
         """This file no longer uses ``replica`` (its other files still do); returns what was recorded."""
         self.refused.add(replica)
