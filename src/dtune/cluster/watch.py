@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 MIN_LIMIT = 60.0   # seconds without progress after which a shard is given up, at the least …
 STALLS = 4         # … or this many --stall-timeout, if longer (the engine's own limits come first)
-ALIVE = frozenset({"start", "file_done", "piece_done", "error", "retry", "replica_paused"})
+ALIVE = frozenset({"start", "file_done", "piece_done", "error", "retry", "replica_paused", "replica_dropped",
+                    "link_renewed"})
 
 
 def limit_for(stall_timeout: float) -> float:

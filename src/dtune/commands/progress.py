@@ -138,5 +138,10 @@ class ConsoleReporter:
                       file=self.out or sys.stdout)
             print(f"  replica utilisation: {s['replica_utilisation'] * 100:.0f} % of replicas served "
                   f"≥ 1 % of the bytes", file=self.out or sys.stdout, flush=True)
+        if s.get("links_renewed"):
+            print(f"  {s['links_renewed']} expired links renewed from the original URLs",
+                  file=self.out or sys.stdout, flush=True)
+        for d in s.get("replicas_dropped", ()):
+            self._line(f"dtune: replica dropped for {d['file']}: {d['url']}: {d['reason']}")
         for f in result.failed:
             self._line(f"dtune: failed: {f.error or f.relpath}")

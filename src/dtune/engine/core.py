@@ -86,7 +86,7 @@ class Engine:
     ``range_policy`` (set before ``run``) sizes ranges per replica.
 
     Its collaborators see it through small interfaces: ``release``, ``adopt``,
-    ``wake_partition`` and ``wake_idle`` are the ``reports.LaneControl`` its
+    ``wake_partition``, ``wake_idle`` and ``staffed`` are the ``reports.LaneControl`` its
     ``FileReports`` asks; ``lanes``, ``shed_backlogs`` and ``wake_idle`` the
     ``ticker.LaneHousing`` its ``Ticker`` asks.
     """
@@ -235,7 +235,8 @@ class Engine:
             if status == "failed" and error is None:
                 error = f"{f.relpath}: transfer did not finish"
             checksum = f.checksum.label() if f.checksum is not None and status != "failed" else None
-            result.files.append(FileResult(f.relpath, status, f.size, error, checksum))
+            result.files.append(FileResult(f.relpath, status, f.size, error, checksum, list(f.dropped),
+                                           sum(r.renewed for r in f.replicas)))
         return result
 
     # ---- a stream ------------------------------------------------------------------
@@ -531,6 +532,11 @@ class Engine:
         """Wake every idle lane: a backoff may have expired."""
         for lane in list(self._idle):
             lane.wake.set()
+
+    def staffed(self) -> set[int]:
+        """The replicas the parameters of some partition give lanes to."""
+        return {r for part in self.partitions.values()
+                for r, n in enumerate(part.params.lanes_per_replica()) if n > 0}
 
     def _emit(self, kind: str, **fields: object) -> None:
         if self._on_event is not None:

@@ -30,6 +30,7 @@ from dtune.engine.ranges import RangeSet
 from dtune.errors import DtuneError, HTTPError
 from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
+from dtune.http.redact import redact_url
 from dtune.http.validators import Validators, http_time
 
 
@@ -61,20 +62,47 @@ def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: flo
 
 
 class Replica:
-    """One URL of a file: the primary (replica 0) or a mirror."""
+    """One URL of a file: the primary (replica 0) or a mirror.
 
-    __slots__ = ("url", "origin", "target", "validators")
+    ``original`` is the URL the user (or the listing) gave; ``url`` is where
+    requests go now: the original, or where its redirects led (a presigned
+    S3 URL, a CloudFront or Azure SAS link). A link that expires is renewed
+    by asking the original again (``renew``); ``hops`` counts the redirects
+    since the last time it was resolved, ``renewals`` the renewals in a row
+    that brought no byte, ``renewed`` every renewal (after one, answers are
+    held to every validator the first target showed: ``Validators.change``
+    with ``strict``).
+    """
+
+    __slots__ = ("url", "original", "origin", "target", "validators", "hops", "renewals", "renewed")
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.original = url
         self.validators: Validators | None = None  # what its first answer carried (ETag, Last-Modified)
         self.origin: Origin
         self.origin, self.target = split_url(url)
+        self.hops = 0
+        self.renewals = 0
+        self.renewed = 0
+
+    @property
+    def redirected(self) -> bool:
+        """Do requests go to where a redirect led, not to the original URL?"""
+        return self.url != self.original
 
     def move(self, url: str) -> None:
         """Follow a redirect."""
         self.origin, self.target = split_url(url)
         self.url = url
+
+    def renew(self) -> None:
+        """The link a redirect led to was refused (it expired): ask the original URL again, which
+        redirects afresh. The validators stay: the new target must serve the same version."""
+        self.move(self.original)
+        self.hops = 0
+        self.renewals += 1
+        self.renewed += 1
 
 
 class FileState:
@@ -86,7 +114,8 @@ class FileState:
         self.relpath = spec.relpath
         self.url = spec.url                 # the primary URL (recorded in the journal)
         self.replicas = [Replica(u) for u in (spec.url, *spec.mirrors)]  # index = replica number
-        self.refused: set[int] = set()      # mirrors that serve another size of this file
+        self.refused: set[int] = set()      # replicas this file no longer uses (another size, a 404, ...)
+        self.dropped: list[dict] = []       # why: {replica, url (redacted), status, reason}, in order
         self.size = spec.size
         self.checksum = spec.checksum       # what verifies the bytes beyond their size (None: size only)
         self.final_path = str(final_path)
@@ -103,7 +132,6 @@ class FileState:
         self.group = None                   # the group working on it, if any
         self.failures = 0                   # consecutive failures without new bytes
         self.not_before = 0.0               # backoff: no request before this engine time
-        self.redirects = 0
         self.single_stream = False          # server ignores Range: whole-file GETs only
         self.ranges_seen = False            # a 206 for this file has arrived
         self.full_job = None                # the whole-file response currently streaming
@@ -125,8 +153,16 @@ class FileState:
         self.local_size: int | None = None  # that file's size (a skipped file's, when the listing has none)
 
     def serves(self, replica: int) -> bool:
-        """May a lane of ``replica`` fetch this file (it has that URL, and its size was right)?"""
+        """May a lane of ``replica`` fetch this file (it has that URL, and it was not dropped)?"""
         return replica < len(self.replicas) and replica not in self.refused
+
+    def drop(self, replica: int, status: int | None, reason: str) -> dict:
+        """This file no longer uses ``replica`` (its other files still do); returns what was recorded."""
+        self.refused.add(replica)
+        entry = {"replica": replica, "url": redact_url(self.replicas[replica].original), "status": status,
+                 "reason": reason}
+        self.dropped.append(entry)
+        return entry
 
     # ---- planning ----------------------------------------------------------
     def plan(self) -> None:
@@ -177,8 +213,8 @@ class FileState:
         rep = self.replicas[replica]
         if rep.url != asked:
             return  # an earlier answer already moved this replica; the request simply goes again
-        self.redirects += 1
-        if self.redirects > max_redirects:
+        rep.hops += 1   # (counted per replica since its last resolution: a renewal starts afresh)
+        if rep.hops > max_redirects:
             raise HTTPError(f"{self.relpath}: more than {max_redirects} redirects", retryable=False)
         try:
             rep.move(resolve_location(asked, location))

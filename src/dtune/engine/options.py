@@ -74,7 +74,13 @@ class EngineOptions:
                                       # silent ones are dropped and their ranges asked again. After an
                                       # outage TCP's own retransmission timer has backed off to tens of
                                       # seconds (a 20 s outage on the testbed: 10 s more of nothing)
-    max_redirects: int = 5
+    max_redirects: int = 5            # hops of one replica's redirect chain (counted afresh when renewed)
+    max_renewals: int = 5             # a link a redirect led to (a presigned URL) refused as expired:
+                                      # the original URL is asked again for a fresh one this often in a
+                                      # row without a byte from it. One fresh link a renewal is enough
+                                      # when links expire; more are refused only by a target that never
+                                      # serves (a link good for 0 s, a credential it lacks): 5 tells that
+                                      # from a clock-skewed edge in a few round trips
     max_restarts: int = 3             # the file changed on the server this often: give up on it
     small_error_body: int = 1 * MIB   # an unwanted body up to this size is read and dropped to keep the
                                       # connection; a larger one (or of unknown length) drops the connection

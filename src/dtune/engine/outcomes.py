@@ -11,7 +11,8 @@ response reveals as they arrive, and how the request ended:
     RangeHonoured        the first 206 of a file: its origin honours Range, so split files
                          on it may have several ranges in flight before their first answer
     FileChanged(why)     RestartFile (every byte forgotten), or FailFile after max_restarts
-    Redirected(url)      the replica's URL moves there, or FailFile after max_redirects
+    Redirected(url)      the replica's URL moves there (its original is kept: an expired link is
+                         renewed from it), or FailFile after max_redirects hops of one chain
     WrongReplica(why)    a mirror serves another size: never used for this file again, its
                          request goes back without penalty (warning)
     Finished             done: journal, commit when every byte is on disk
@@ -25,6 +26,16 @@ response reveals as they arrive, and how the request ended:
         the file no longer wants these bytes .................. Settle
         the file is no longer active .......................... nothing
         every byte is on disk anyway .......................... Settle
+        a replica refuses the file (``refusal``):
+          the replica's link was renewed since this was sent ... Requeue, no penalty
+          a link a redirect led to refused (400/401/403/410:
+            it expired) fewer than max_renewals times in a row  Renew: the original URL is
+                                                                asked again, its fresh redirect
+                                                                followed (validators checked)
+          (401/403/404/410, or renewals exhausted) another
+            replica still serves the file ..................... DropReplica for this file only
+                                                                (no pause: its other files use it)
+          otherwise ........................................... FailFile
         disk error, or an HTTP error retrying cannot mend ..... FailFile
         innocent (a redirect; or the connection died because
           of another request before this one was answered) .... Requeue, no penalty
@@ -41,7 +52,16 @@ response reveals as they arrive, and how the request ended:
 
 ``status_error`` is the table of HTTP statuses that are not data: 408, 429
 and 5xx are worth retrying (after Retry-After when given), anything else
-fails the file at once.
+fails the file at once, unless another replica serves it or the refusal came
+from a link that can be renewed (``refusal``).
+
+Expiring links: an archive or CDN that redirects each file to a presigned
+URL (S3, CloudFront, Azure SAS, GCS) gives a link valid for seconds to
+minutes. When it expires mid-file, the target answers 403 (S3, CloudFront,
+Azure), 400 (GCS) or 401/410: the file's original URL is asked again and its
+fresh redirect followed, and the ranges still missing go there. A replica
+that refuses a file (403, 404, 410; 401) is dropped for that file only while
+another replica still serves it; the file fails only when none is left.
 
 Everything here is pure: the clock and the random jitter are passed in.
 """
@@ -54,6 +74,11 @@ from dtune.engine.options import EngineOptions
 from dtune.errors import DiskError, HTTPError
 
 RETRYABLE = frozenset({408, 429})  # … and every 5xx
+# what an expired link answers: S3, CloudFront and Azure SAS 403, GCS 400 (ExpiredToken), some
+# token schemes 401, nginx secure_link as configured (410 in its documentation)
+EXPIRED = frozenset({400, 401, 403, 410})
+# a replica that says it does not have the file, or will not give it: another replica may
+DROPPABLE = frozenset({401, 403, 404, 410})
 
 
 # ---- reports: what a request says --------------------------------------------------------------
@@ -149,11 +174,27 @@ class RestartFile:
 
 
 @dataclass(slots=True)
+class Renew:
+    """Ask the replica's original URL again: the link a redirect led to was refused (expired)."""
+
+    status: int
+
+
+@dataclass(slots=True)
+class DropReplica:
+    """This file no longer uses the request's replica (its other files still do); its bytes go to
+    the replicas left."""
+
+    status: int
+    reason: str
+
+
+@dataclass(slots=True)
 class SkipFile:
     """The file on disk is the server's version: nothing to fetch (counted as skipped)."""
 
 
-Action = Settle | FailFile | Requeue | Retry | RestartFile | SkipFile
+Action = Settle | FailFile | Requeue | Retry | RestartFile | SkipFile | Renew | DropReplica
 
 
 def after_not_modified(*, current: bool, new_version: bool) -> SkipFile | Requeue | None:
@@ -187,6 +228,11 @@ class Failure:
                                 # an origin that served bytes earlier: seconds it has sent nothing
     waiting: float = 0.0      # seconds left of a backoff the file is already in (another of its
                               # requests failed just before: six connections stalled at once)
+    via_redirect: bool = False  # the request went where a redirect of its replica led
+    renewed: bool = False     # … and that replica's link has been renewed since it was sent
+    renewals: int = 0         # renewals of the replica's link in a row that brought no byte
+    others: int = 0           # other replicas that still serve the file
+    dropped: bool = False     # the request's replica no longer serves the file
 
 
 def permanent(error: Exception) -> bool:
@@ -203,6 +249,9 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         return None
     if fail.complete:
         return Settle()  # this request's fate no longer matters
+    refused = refusal(fail, options)
+    if refused is not None:
+        return refused
     if permanent(fail.error):
         return FailFile(str(fail.error))
     if fail.innocent:
@@ -227,6 +276,27 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
                         pause=pause)
     delay = backoff(failures, getattr(fail.error, "retry_after", None), options, jitter)
     return Retry(delay, failures, pause)
+
+
+def refusal(fail: Failure, options: EngineOptions) -> Requeue | Renew | DropReplica | FailFile | None:
+    """A replica refused the file (see the table in the module docstring); None: not a refusal."""
+    error = fail.error
+    status = getattr(error, "status", None) if isinstance(error, HTTPError) else None
+    if status is None or error.retryable or (status not in EXPIRED and status not in DROPPABLE):
+        return None
+    if fail.dropped:
+        return Requeue()  # another answer of this replica dropped it for the file already
+    if fail.via_redirect and fail.renewed:
+        return Requeue()  # an older link's answer: the request goes again, to the fresh one
+    droppable = status in DROPPABLE
+    if fail.via_redirect and status in EXPIRED:
+        if fail.renewals < options.max_renewals:
+            return Renew(status)
+        error = f"{error} (and {fail.renewals} fresh links in a row from the original URL)"
+        droppable = True
+    if droppable and fail.others > 0:
+        return DropReplica(status, str(error))
+    return FailFile(str(error))
 
 
 def backoff(failures: int, retry_after: float | None, options: EngineOptions, jitter: float = 1.0) -> float:

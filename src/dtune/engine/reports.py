@@ -28,6 +28,7 @@ from dtune.engine.files import FileState
 from dtune.engine.options import EngineOptions
 from dtune.engine.origins import OutageProbe
 from dtune.engine.outcomes import (
+    DropReplica,
     Failed,
     FailFile,
     Failure,
@@ -37,6 +38,7 @@ from dtune.engine.outcomes import (
     RangeHonoured,
     RangeIgnored,
     Redirected,
+    Renew,
     ReplicaHealth,
     Report,
     Requeue,
@@ -53,6 +55,7 @@ from dtune.engine.outcomes import (
 from dtune.engine.request import RangeJob
 from dtune.engine.scheduler import Scheduler, give_back
 from dtune.errors import DiskError
+from dtune.http.redact import redact_url
 
 
 class LaneControl(Protocol):
@@ -69,6 +72,9 @@ class LaneControl(Protocol):
 
     def wake_idle(self) -> None:
         """Wake every idle lane."""
+
+    def staffed(self) -> set[int]:
+        """The replicas the parameters give lanes to (a file dropped by one moves to these)."""
 
 
 def verified_by(f: FileState) -> dict:
@@ -122,8 +128,8 @@ class FileReports:
         elif isinstance(what, Redirected):
             self._redirect(job, what.location)
         elif isinstance(what, WrongReplica):
-            job.file.refused.add(job.replica)
             self._emit("warning", file=job.file.relpath, replica=job.replica, reason=what.reason)
+            self._drop_replica(job.file, job.replica, None, what.reason)
 
     def _job_done(self, job: RangeJob) -> None:
         f = job.file
@@ -140,6 +146,7 @@ class FileReports:
             self.scheduler.policy.observe(job.replica, lane.id, job.pos - job.first,
                                       now - max(job.t_sent, lane.last_done), now)
         lane.last_done = now
+        self._served(job)
         self.health.ok(job.replica)
         self.outage.alive[job.origin] = now
         conn = lane.conn
@@ -208,13 +215,19 @@ class FileReports:
         else:
             give_back(f, job, job.pos if job.status in (200, 206) and not job.discard else job.start)
             self.lanes.adopt(f)
+        if f.done.total() > before:
+            self._served(job)
         now = self.now()
+        rep = f.replicas[job.replica]
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
                        failures=f.failures, quiet=self.outage.quiet(job.origin, now, exc),
                        waiting=max(0.0, f.not_before - now),
-                       replica=job.replica if len(f.replicas) > 1 else None)
+                       replica=job.replica if len(f.replicas) > 1 else None,
+                       via_redirect=job.url != rep.original, renewed=job.url != rep.url,
+                       renewals=rep.renewals, others=self._others(f, job.replica),
+                       dropped=not f.serves(job.replica))
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
         if action is None:
@@ -231,12 +244,49 @@ class FileReports:
             self._emit("replica_paused", replica=job.replica, seconds=round(pause, 1), reason=str(exc))
         if isinstance(action, Requeue):
             self.lanes.wake_partition(f)
+        elif isinstance(action, Renew):
+            self._renew(f, job, action.status)
+        elif isinstance(action, DropReplica):
+            self._drop_replica(f, job.replica, action.status, action.reason)
         elif isinstance(action, FailFile):
             if action.penalised:  # the retry that was not granted still counts
                 self.acct.retry()
             self._fail_file(f, action.reason)
         elif isinstance(action, Retry):
             self._retry(f, action, exc)
+
+    def _others(self, f: FileState, replica: int) -> int:
+        """Replicas other than ``replica`` that still serve ``f`` and have lanes to fetch it on."""
+        staffed = self.lanes.staffed()
+        return sum(1 for r in range(len(f.replicas)) if r != replica and f.serves(r) and r in staffed)
+
+    def _served(self, job: RangeJob) -> None:
+        """The request brought bytes: its replica's link works (its renewals in a row start afresh)."""
+        rep = job.file.replicas[job.replica]
+        if job.url == rep.url:
+            rep.renewals = 0
+
+    def _renew(self, f: FileState, job: RangeJob, status: int) -> None:
+        """The link a redirect led to was refused: the replica's original URL is asked again (its
+        redirect followed afresh) for the ranges still missing."""
+        rep = f.replicas[job.replica]
+        rep.renew()
+        self._emit("link_renewed", file=f.relpath, replica=job.replica, url=redact_url(rep.original),
+                   expired=redact_url(job.url), status=status, renewals=rep.renewals)
+        self.lanes.wake_partition(f)
+
+    def _drop_replica(self, f: FileState, replica: int, status: int | None, reason: str) -> None:
+        """``f`` no longer uses ``replica`` (its other files still do); with none left it fails."""
+        if not f.serves(replica):
+            return
+        entry = f.drop(replica, status, reason)
+        self._emit("replica_dropped", file=f.relpath, **entry)
+        if not any(f.serves(r) for r in self.lanes.staffed()):
+            drops = "; ".join(f"{d['url']}: {d['reason']}" for d in f.dropped)
+            self._fail_file(f, f"no replica serves it any more ({drops})")
+        else:
+            self.lanes.adopt(f)
+            self.lanes.wake_partition(f)
 
     def _retry(self, f: FileState, retry: Retry, exc: Exception) -> None:
         f.failures = retry.failures
@@ -291,6 +341,8 @@ class FileReports:
             return
         if not reason.startswith(f.relpath):
             reason = f"{f.relpath}: {reason}"  # every error names its file
+        if f.dropped and "no replica serves it" not in reason:
+            reason += "; replicas dropped before: " + "; ".join(f"{d['url']} ({d['reason']})" for d in f.dropped)
         f.status = "failed"
         f.gen += 1
         f.sync()

@@ -39,6 +39,7 @@ from dtune.http.message import (
     parse_retry_after,
     parse_unsatisfied_range,
 )
+from dtune.http.redact import redact_url
 from dtune.http.validators import Validators
 
 if TYPE_CHECKING:
@@ -183,9 +184,12 @@ class RangeJob:
         known = rep.validators if rep.validators is not None else (
             f.journal_validators if self.replica == 0 else None)
         if known is not None:
-            change = known.change(seen)
+            # (after a renewed link every validator must agree: the fresh target may be another host)
+            change = known.change(seen, strict=rep.renewed > 0)
             if change is not None:
                 when = "during the transfer" if rep.validators is not None else "since the last run"
+                if rep.renewed and rep.validators is not None:
+                    when = "behind a renewed link"
                 self.report(self, FileChanged(f"{f.relpath}: changed on the server {when} ({change})"))
                 self.superseded = True
                 raise ProtocolError(f"{f.relpath}: changed on the server")
@@ -252,8 +256,8 @@ class RangeJob:
         else, and this file never uses it again (the request goes back, no penalty). From the
         primary, whose size the file has: the file changed, which fails it."""
         if self.replica != 0:
-            self.report(self, WrongReplica(f"{self.file.relpath}: mirror {self.url} serves {theirs} bytes, "
-                                           f"not {self.file.size}: not used for this file"))
+            self.report(self, WrongReplica(f"{self.file.relpath}: mirror {redact_url(self.url)} serves {theirs} "
+                                           f"bytes, not {self.file.size}: not used for this file"))
             self.redirected = True  # (given back without penalty)
             raise ProtocolError(f"{self.file.relpath}: wrong size from mirror {self.url}")
         raise HTTPError(reason, retryable=False)

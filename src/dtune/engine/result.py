@@ -14,6 +14,9 @@ class FileResult:
     size: int | None
     error: str | None = None
     checksum: str | None = None  # what verified a done/skipped file ("sha256 (SHA256SUMS)"); None: size only
+    # replicas this file stopped using, in order: {replica, url (redacted), status, reason}
+    dropped: list[dict] = field(default_factory=list)
+    renewed: int = 0      # expired links renewed from the original URLs (``engine.files.Replica``)
 
 
 @dataclass(slots=True)

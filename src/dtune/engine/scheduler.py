@@ -268,10 +268,13 @@ class Scheduler:
         The piece is the whole file below the split threshold, else the range
         the policy would size for this replica. A slow replica must not start
         a piece it would still be fetching after the faster ones have finished
-        everything else (see ``MdtpSizer.admits``).
+        everything else (see ``MdtpSizer.admits``). A file some replica no
+        longer serves (``FileState.refused``: it refused the file, or serves
+        another size) is admitted on every replica left: the faster ones the
+        rule counts on may be the ones it lost.
         """
         policy = self.policy
-        if not self.multi_replica or f.size is None:
+        if not self.multi_replica or f.size is None or f.refused:
             return True
         unassigned = f.unassigned.total() if f.unassigned is not None else f.size
         if f.size <= self.options.split_threshold:

@@ -48,12 +48,17 @@ class Validators:
                   and _strong_date(modified, headers.get("date")))
         return cls(etag, modified, strong)
 
-    def change(self, seen: Validators) -> str | None:
-        """How ``seen`` shows another version than ``self`` ("ETag a → b"), or None."""
+    def change(self, seen: Validators, *, strict: bool = False) -> str | None:
+        """How ``seen`` shows another version than ``self`` ("ETag a → b"), or None.
+
+        ``strict``: every validator both have must agree, the ETag and Last-Modified alike (an answer
+        from a renewed link, which may be another host: the same object shows the same of both).
+        """
         if self.etag is not None and seen.etag is not None:
             if _opaque(self.etag) != _opaque(seen.etag):
                 return f"ETag {self.etag} → {seen.etag}"
-            return None
+            if not strict:
+                return None
         if self.last_modified is not None and seen.last_modified is not None:
             if self.last_modified != seen.last_modified:
                 return f"Last-Modified {self.last_modified} → {seen.last_modified}"

@@ -41,6 +41,10 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
             "bytes_resumed": snap.bytes_resumed if snap else 0, "seconds": round(seconds, 3),
             "mbps": round(moved * 8 / 1e6 / seconds, 3) if seconds > 0 else 0.0,
             "retries": snap.retries if snap else 0,
+            # each replica a file stopped using, and why (the file came whole from the others, or
+            # failed when none was left); expired links renewed from the original URLs
+            "replicas_dropped": [{"file": f.relpath, **d} for f in result.files for d in f.dropped],
+            "links_renewed": sum(f.renewed for f in result.files),
             "energy": result.energy,
             **({"nodes": result.nodes} if result.nodes is not None else {})}
 

@@ -6,12 +6,15 @@
                ``MemoryNetwork``, pacing, lingering close;
 * ``rules``    ``FakeServer``: well-behaved files whose paths misbehave as a
                sloppy server does (``Rule``), in memory or on a socket;
+* ``expiring`` ``ExpiringLinks``: an archive redirecting each file to a signed link
+               that expires after a few requests (presigned S3, CloudFront);
 * ``hostile``  ``HostileServer``: per-path behaviours of broken and hostile
                servers (garbage, lying framing, silence, drips), on a socket.
 """
 
 from .core import Request, Server, etag, parse_range, spans_overlap
+from .expiring import ExpiringLinks
 from .hostile import HostileServer
 from .rules import FakeServer, Rule
 
-__all__ = ["FakeServer", "HostileServer", "Request", "Rule", "Server", "etag", "parse_range", "spans_overlap"]
+__all__ = ["ExpiringLinks", "FakeServer", "HostileServer", "Request", "Rule", "Server", "etag", "parse_range", "spans_overlap"]
