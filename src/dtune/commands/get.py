@@ -50,7 +50,9 @@ whenever a request goes there, a redirect's included (--netrc-file FILE, --no-ne
 --token-env VAR (Authorization: Bearer, the token read from VAR; --token-file PATH)
 go only to the origins you named, never to one reached through a redirect. A
 presigned link (S3, a data portal's download link) is a SOURCE as it is: a HEAD it
-refuses is asked again as GET for its first byte.
+refuses is asked again as GET for its first byte. A link a redirect handed out that
+expires during the transfer (400/401/403/410) is asked for afresh from the URL you
+gave, and the transfer goes on where it was.
 
 STREAMS: -o - writes the one file of the sources to standard output, in order, for
 a pipe: dtune get URL -o - | tar x, | zcat, | sha256sum. Several connections
