@@ -34,7 +34,7 @@ from dtune.engine.outcomes import (
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error, write_all
 from dtune.http.access import DIRECT, Access
-from dtune.http.client import sign_in
+from dtune.http.client import sign_in, unauthorized
 from dtune.http.message import (
     parse_content_range,
     parse_retry_after,
@@ -193,6 +193,9 @@ class RangeJob:
                 f.done_zero = True
                 self.discard = True
                 return True
+        if status == 401:  # (who asked, and the ways to give credentials)
+            raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers)}", status=401,
+                            retryable=False)
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
 

@@ -262,7 +262,7 @@ async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyn
                     break
                 continue
             if result.status == 401:
-                raise HTTPError(f"login for {home}: {unauthorized(origin, access, result.headers)}",
+                raise HTTPError(f"login for {home}: {unauthorized(origin, result.headers)}",
                                 status=401, retryable=False)
             if result.status >= 400:
                 raise HTTPError(f"login for {home}: {origin} answered {result.status}", status=result.status,
@@ -291,7 +291,7 @@ async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyn
     flight.set_result(True)
 
 
-def unauthorized(origin: Origin, access: Access, headers: dict[str, str]) -> str:
+def unauthorized(origin: Origin, headers: dict[str, str]) -> str:
     """What a 401 from ``origin`` says: whether credentials were sent, and the three ways to give them."""
     challenge = headers.get("www-authenticate", "").split(" ", 1)[0][:20]
     asked = f" ({challenge} authentication)" if challenge else ""
