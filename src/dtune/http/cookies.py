@@ -90,11 +90,10 @@ class Cookie:
 
 
 def is_ip(host: str) -> bool:
-    """An IPv4 or IPv6 address (as a URL's host spells it, brackets gone)."""
-    if ":" in host:
-        return True
-    parts = host.split(".")
-    return len(parts) == 4 and all(p.isdigit() and p.isascii() for p in parts)
+    """An IP address as a URL's host spells it (brackets gone): IPv6, or a name whose last label is
+    a number (no top-level domain is: URL parsers read such a host as IPv4, WHATWG URL 3.5)."""
+    last = host.rsplit(".", 1)[-1]
+    return ":" in host or (last.isdigit() and last.isascii())
 
 
 def _valid(name: str, value: str) -> bool:
