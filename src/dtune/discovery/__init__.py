@@ -272,8 +272,10 @@ class _Discovery:
         headers = {k.lower(): v for k, v in res.headers.items()}
         if not status_ok and res.status != 200:
             retryable = res.status in (408, 429) or res.status >= 500
-            hint = f" ({unauthorized(split_url(res.url or url)[0], res.headers)})" if (
-                res.status == 401) else ""
+            hint = ""
+            if res.status == 401:  # (who asked, and the ways to give credentials)
+                sent = getattr(res, "sent_authorization", False)
+                hint = f" ({unauthorized(split_url(res.url or url)[0], res.headers, sent)})"
             raise DiscoveryError(f"{what}: listing answered HTTP {res.status}{hint}", retryable=retryable,
                                  retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
         result = FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)

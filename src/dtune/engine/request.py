@@ -194,8 +194,8 @@ class RangeJob:
                 self.discard = True
                 return True
         if status == 401:  # (who asked, and the ways to give credentials)
-            raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers)}", status=401,
-                            retryable=False)
+            sent = b"\r\nAuthorization: " in self.request
+            raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers, sent)}", status=401, retryable=False)
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
 

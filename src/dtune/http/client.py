@@ -49,6 +49,7 @@ class FetchResult:
     body: bytes
     url: str
     sent_cookie: bool = False   # the (last) request carried a Cookie header
+    sent_authorization: bool = False   # … an Authorization header
 
 
 class _Collect(FutureExchange):
@@ -158,7 +159,8 @@ class Fetcher:
                 and not head_only):
             body = gunzip(body, max_bytes, url)
             del ex.headers["content-encoding"]
-        return FetchResult(ex.status, ex.headers, body, url, sent_cookie=b"\r\nCookie: " in request)
+        return FetchResult(ex.status, ex.headers, body, url, sent_cookie=b"\r\nCookie: " in request,
+                           sent_authorization=b"\r\nAuthorization: " in request)
 
     async def _open(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
@@ -225,8 +227,8 @@ def sign_in(access: Access, asked: str, location: str, sent_cookie: bool) -> asy
     except DtuneError:
         return None  # (the redirect's follower says what is wrong with it)
     logins = access.logins
-    if there == home or home in logins.plain:
-        return None
+    if there == home or home in logins.plain or access.jar is None:
+        return None  # (without a jar no login can hold: ``DIRECT`` follows redirects as ever)
     loop = asyncio.get_running_loop()
     flight = logins.flights.get(home)
     if flight is not None and not flight.done():
@@ -262,7 +264,7 @@ async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyn
                     break
                 continue
             if result.status == 401:
-                raise HTTPError(f"login for {home}: {unauthorized(origin, result.headers)}",
+                raise HTTPError(f"login for {home}: {unauthorized(origin, result.headers, result.sent_authorization)}",
                                 status=401, retryable=False)
             if result.status >= 400:
                 raise HTTPError(f"login for {home}: {origin} answered {result.status}", status=result.status,
@@ -291,11 +293,13 @@ async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyn
     flight.set_result(True)
 
 
-def unauthorized(origin: Origin, headers: dict[str, str]) -> str:
-    """What a 401 from ``origin`` says: whether credentials were sent, and the three ways to give them."""
+def unauthorized(origin: Origin, headers: dict[str, str], sent: bool = False) -> str:
+    """What a 401 from ``origin`` says: whether credentials were sent (``sent``: the request had an
+    Authorization header), and the three ways to give them. Never a credential."""
     challenge = headers.get("www-authenticate", "").split(" ", 1)[0][:20]
-    asked = f" ({challenge} authentication)" if challenge else ""
-    return (f"{origin.host} answered 401{asked}: give credentials for {origin.host} in ~/.netrc "
+    asked = f" ({challenge} authentication)" if challenge.isalnum() else ""
+    what = "the credentials sent were refused; check" if sent else "give"
+    return (f"{origin.host} answered 401{asked}: {what} the credentials for {origin.host} in ~/.netrc "
             f"('machine {origin.host} login USER password PASSWORD', or --netrc-file FILE), with "
             f"--header 'Authorization: ...' or --token-env VAR (the origins you named only), or as "
             f"user:password@ in the URL")
