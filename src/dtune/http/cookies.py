@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -340,6 +341,8 @@ class CookieJar:
         for cookie in cookies:
             self._cookies[(cookie.domain, cookie.path, cookie.name)] = cookie
         self._by_site: dict[tuple[str, str], list[Cookie]] = {}
+        self._soonest = 0.0   # the earliest expiry of a cookie held (0: none expires)
+        self._note_expiries()
         self.save_to = save_to
         self.set = 0
         self.refused = 0
@@ -357,6 +360,8 @@ class CookieJar:
     def headers(self, method: str, origin: Origin, target: str, trusted: bool) -> dict[str, str] | None:
         if not self._cookies:
             return None
+        if self._soonest and time.time() >= self._soonest:
+            self.expire(time.time())
         site = (origin.scheme, origin.host)
         mine = self._by_site.get(site)
         if mine is None:
@@ -399,6 +404,10 @@ class CookieJar:
     def _changed(self) -> None:
         self._by_site.clear()
         self.changed = True
+        self._note_expiries()
+
+    def _note_expiries(self) -> None:
+        self._soonest = min((c.expires for c in self._cookies.values() if c.expires != SESSION), default=0)
 
     def expire(self, now: float) -> None:
         """Forget the cookies whose time has come."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -295,3 +296,11 @@ def test_any_stored_cookie_survives_the_file(name: str, value: str, path: str, s
                                              subdomains: bool, expires: int) -> None:
     c = Cookie("example.org", subdomains, path, secure, expires, name, value, http_only)
     assert parse_cookie_file(CookieJar([c]).netscape(NOW), NOW).cookies == [c]
+
+
+def test_a_cookie_is_not_sent_once_it_has_expired() -> None:
+    jar = CookieJar()
+    now = time.time()
+    jar.store(DATA, "/", ["a=1; Max-Age=1000", "b=2"], now)
+    jar.store(DATA, "/", ["c=3; Max-Age=1"], now - 5)   # (stored five seconds ago: gone by now)
+    assert cookie_header(jar, DATA) == "a=1; b=2" and len(jar) == 2
