@@ -21,8 +21,10 @@ from support.fakeserver.core import Exchange
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
+from dtune.errors import HTTPError
 from dtune.http.access import Access
 from dtune.http.auth import NetrcAuth, NetrcEntry, basic_auth
+from dtune.http.client import MAX_REDIRECTS, Fetcher
 from dtune.http.cookies import CookieJar
 from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
@@ -110,3 +112,39 @@ def test_a_login_refused_fails_each_file_with_the_ways_to_give_credentials(tmp_p
     errors = {f.error for f in result.files}
     assert len(auth.requests) == 1, "one walk, whose failure every waiting request shares"
     assert all("answered 401" in e and f"machine {auth.host} login" in e for e in errors), errors
+
+
+class RefusedCookie(Data):
+    """A data origin whose session cookie names a Domain the host may not set (RFC 6265 refuses it)."""
+
+    async def answer(self, exchange: Exchange) -> bool:
+        req = exchange.request
+        if req.path == "/login":
+            state = parse_qs(req.query)["state"][0]
+            return exchange.simple(302, {"Location": self.url(state), "Set-Cookie": "session=s3cr3t; Domain=test"})
+        return await super().answer(exchange)
+
+
+def test_a_login_whose_cookie_cannot_be_kept_ends_saying_so() -> None:
+    network = MemoryNetwork()
+    auth = Auth(network=network)
+    data = RefusedCookie(dict(FILES), network=network)
+    data.auth = auth.base
+    access = Access([NetrcAuth([NetrcEntry(auth.host, "u", "p")])], jar=CookieJar(), route=InMemory(network))
+
+    async def main() -> str:
+        fetcher = Fetcher(access=access)
+        try:
+            await fetcher.fetch(data.url("/f1.bin"), method="HEAD")
+        except HTTPError as exc:
+            return str(exc)
+        finally:
+            fetcher.close()
+        return "no error"
+
+    with auth, data:
+        said = run_async(main())
+    assert "more than 5 redirects (a login loop?" in said and "could not be kept" in said, said
+    assert "s3cr3t" not in said
+    # two walks (MAX_LOGINS), then the redirects are followed as any other until their limit ends them
+    assert 2 < auth.logins <= 2 + MAX_REDIRECTS
