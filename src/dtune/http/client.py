@@ -269,6 +269,12 @@ async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyn
             if result.status >= 400:
                 raise HTTPError(f"login for {home}: {origin} answered {result.status}", status=result.status,
                                 retryable=result.status >= 500 or result.status in (408, 429))
+            page = result.headers.get("content-type", "").lower().startswith("text/html")
+            if origin != home and page and not asked.split("?", 1)[0].lower().endswith((".html", ".htm")):
+                # a web page where a file was asked for: the auth host's login form, for browsers
+                raise HTTPError(f"login for {home}: {origin.host} answered a web page (a login form?): "
+                                f"{credential_ways(origin.host, result.sent_authorization)}",
+                                retryable=False)
             if origin != home:
                 access.logins.plain.add(home)
                 flight.set_result(False)
@@ -298,11 +304,15 @@ def unauthorized(origin: Origin, headers: dict[str, str], sent: bool = False) ->
     Authorization header), and the three ways to give them. Never a credential."""
     challenge = headers.get("www-authenticate", "").split(" ", 1)[0][:20]
     asked = f" ({challenge} authentication)" if challenge.isalnum() else ""
+    return f"{origin.host} answered 401{asked}: {credential_ways(origin.host, sent)}"
+
+
+def credential_ways(host: str, sent: bool) -> str:
+    """The three ways to give ``host`` credentials (``sent``: the ones sent were refused)."""
     what = "the credentials sent were refused; check" if sent else "give"
-    return (f"{origin.host} answered 401{asked}: {what} the credentials for {origin.host} in ~/.netrc "
-            f"('machine {origin.host} login USER password PASSWORD', or --netrc-file FILE), with "
-            f"--header 'Authorization: ...' or --token-env VAR (the origins you named only), or as "
-            f"user:password@ in the URL")
+    return (f"{what} the credentials for {host} in ~/.netrc ('machine {host} login USER password "
+            f"PASSWORD', or --netrc-file FILE), with --header 'Authorization: ...' or --token-env VAR "
+            f"(the origins you named only), or as user:password@ in the URL")
 
 
 def loop_hint(access: Access, url: str) -> str:

@@ -148,3 +148,29 @@ def test_a_login_whose_cookie_cannot_be_kept_ends_saying_so() -> None:
     assert "s3cr3t" not in said
     # two walks (MAX_LOGINS), then the redirects are followed as any other until their limit ends them
     assert 2 < auth.logins <= 2 + MAX_REDIRECTS
+
+
+class FormAuth(FakeServer):
+    """An auth host that shows browsers its login form instead of asking for Basic credentials."""
+
+    async def answer(self, exchange: Exchange) -> bool:
+        return exchange.simple(200, {"Content-Type": "text/html; charset=utf-8"}, b"<form>login</form>\n")
+
+
+def test_a_login_form_is_not_taken_for_the_file(tmp_path: Path) -> None:
+    network = MemoryNetwork()
+    auth = FormAuth(network=network)
+    data = Data(dict(FILES), network=network)
+    data.auth = auth.base
+    access = Access([], jar=CookieJar(), route=InMemory(network))
+    specs = [FileSpec(url=data.url("/f1.bin"), relpath="f1.bin", size=len(FILES["/f1.bin"]))]
+
+    async def main() -> object:
+        engine = Engine(specs, [tmp_path / "f1.bin"], Params(1, 1, 1), options=FAST, access=access)
+        return await asyncio.wait_for(engine.run(), 30)
+
+    with auth, data:
+        result = run_async(main())
+    [f] = result.files
+    assert f.status == "failed" and "answered a web page (a login form?)" in f.error
+    assert f"machine {auth.host} login" in f.error and not (tmp_path / "f1.bin").exists()
