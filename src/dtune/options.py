@@ -119,9 +119,11 @@ OPTIONS: list[Option] = [
            "read from this environment variable (give its name, not the token)", "access", metavar="VAR"),
     Option(("--token-file",), "as --token-env, the token read from the first line of this file",
            "access", metavar="PATH"),
-    Option(("--cookies", "--load-cookies"), "send the cookies of this Netscape-format cookie file (curl "
-           "-c, wget --save-cookies, aria2c --load-cookies) to the hosts and paths they are for; cookies "
-           "servers set during the transfer are not kept", "access", metavar="FILE"),
+    Option(("--cookies", "--load-cookies"), "read the cookies of this Netscape-format cookie file (curl "
+           "-b/-c, wget --load-cookies/--save-cookies, aria2c) and send them to the hosts and paths they "
+           "are for; the cookies servers set during the transfer (a login's session) are kept for it "
+           "either way, and with this option saved back to FILE at the end (created if missing). "
+           "Treat FILE as a password", "access", metavar="FILE"),
     # ── access: proxies and TLS (http/proxy.py, http/trust.py) ──────────────────────────────
     Option(("--proxy",), "fetch through this HTTP proxy, for http and https (CONNECT) alike: "
            "http://[USER:PASSWORD@]HOST:PORT or HOST:PORT; the credentials go to the proxy alone "

@@ -200,7 +200,10 @@ def test_wrong_password_fails_naming_the_file_and_401(site: Site, tmp_path: Path
     done = get(tmp_path, f"{site.base}/basic/a.bin", "--netrc-file", netrc_file(tmp_path, "wrong-" + PASSWORD),
                "--header", f"X-Api-Key: {API_KEY}")
     assert done.code == 1
-    assert done.summary()["failed"] == [{"file": "a.bin", "reason": "a.bin: server answered 401"}]
+    [failed] = done.summary()["failed"]
+    assert failed["file"] == "a.bin"
+    assert failed["reason"].startswith("a.bin: 127.0.0.1 answered 401 (Basic authentication): the credentials "
+                                       "sent were refused; check the credentials for 127.0.0.1 in ~/.netrc")
     assert list(tmp_path.glob("history-out.db")), "a transfer that failed is recorded too"
     assert not (done.out / "a.bin").exists()
     # a directory: the listing's 401, naming its URL

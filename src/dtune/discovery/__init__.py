@@ -66,8 +66,8 @@ from dtune.discovery.urls import (
 )
 from dtune.errors import DiscoveryError, DtuneError, SourceError, UsageError
 from dtune.http.auth import strip_userinfo
-from dtune.http.client import FetchResult  # the result type every fetch returns
-from dtune.http.message import parse_content_range, parse_retry_after
+from dtune.http.client import FetchResult, unauthorized  # (FetchResult: what every fetch returns)
+from dtune.http.message import parse_content_range, parse_retry_after, split_url
 from dtune.http.redact import redact_url
 from dtune.http.validators import http_time
 
@@ -277,7 +277,11 @@ class _Discovery:
         headers = {k.lower(): v for k, v in res.headers.items()}
         if not status_ok and res.status != 200:
             retryable = res.status in (408, 429) or res.status >= 500
-            raise DiscoveryError(f"{what}: listing answered HTTP {res.status}", retryable=retryable,
+            hint = ""
+            if res.status == 401:  # (who asked, and the ways to give credentials)
+                sent = getattr(res, "sent_authorization", False)
+                hint = f" ({unauthorized(split_url(res.url or url)[0], res.headers, sent)})"
+            raise DiscoveryError(f"{what}: listing answered HTTP {res.status}{hint}", retryable=retryable,
                                  retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
         result = FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)
         if check is not None:

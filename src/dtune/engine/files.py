@@ -215,7 +215,8 @@ class FileState:
             return  # an earlier answer already moved this replica; the request simply goes again
         rep.hops += 1   # (counted per replica since its last resolution: a renewal starts afresh)
         if rep.hops > max_redirects:
-            raise HTTPError(f"{self.relpath}: more than {max_redirects} redirects", retryable=False)
+            raise HTTPError(f"{self.relpath}: more than {max_redirects} redirects (a loop; through a login, "
+                            f"its session cookie was not kept or not accepted)", retryable=False)
         try:
             rep.move(resolve_location(asked, location))
         except DtuneError as exc:

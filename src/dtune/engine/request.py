@@ -34,15 +34,19 @@ from dtune.engine.outcomes import (
 from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error, write_all
 from dtune.http.access import DIRECT, Access
+from dtune.http.client import sign_in, unauthorized
 from dtune.http.message import (
     parse_content_range,
     parse_retry_after,
     parse_unsatisfied_range,
+    split_url,
 )
 from dtune.http.redact import redact_url
 from dtune.http.validators import Validators
 
 if TYPE_CHECKING:
+    import asyncio
+
     from dtune.accounting import Meter
     from dtune.engine.files import FileState
     from dtune.engine.limiter import RateLimiter
@@ -68,12 +72,15 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body", "conditional", "limiter", "if_range", "lead_at", "leading")
+                 "small_body", "conditional", "limiter", "if_range", "lead_at", "leading", "access", "login", "login_to")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
                  report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT,
                  limiter: RateLimiter | None = None) -> None:
         self.report = report
+        self.access = access      # its jar keeps every Set-Cookie; a login redirect waits (``login``)
+        self.login: asyncio.Future[bool] | None = None
+        self.login_to = ""        # the redirect's Location, followed if the login was none
         self.limiter = limiter    # --limit-rate: every body byte written takes a token
         self.file = file
         self.lane = lane
@@ -130,6 +137,8 @@ class RangeJob:
     # ---- Exchange protocol (called by Connection) ---------------------------
     def on_headers(self, status: int, headers: dict[str, str]) -> bool:
         self.status = status
+        if "set-cookie" in headers:
+            self.access.received(self.origin, split_url(self.url)[1], headers)
         try:
             return self._accept(status, headers)
         except DtuneError as exc:
@@ -163,8 +172,20 @@ class RangeJob:
         if status == 200:
             return self._accept_full(headers)
         if status in REDIRECT_STATUSES and headers.get("location"):
-            self.report(self, Redirected(headers["location"]))
-            self.redirected = True
+            location = headers["location"]
+            self.redirected = True  # (given back without penalty)
+            login = sign_in(self.access, self.url, location, b"\r\nCookie: " in self.request)
+            if login is not None:
+                # a login: this request waits for it (``on_complete``), then goes again or follows
+                self.login, self.login_to = login, location
+                length = headers.get("content-length", "")
+                if length.isdigit() and int(length) <= self.small_body:
+                    self.discard = True
+                    return True
+                login.add_done_callback(lambda done: self._signed_in(done, location))
+                return False
+            self.access.redirected(self.url, location)
+            self.report(self, Redirected(location))
             raise ProtocolError("redirected")
         if status == 416 and f.size is None and self.ranged and self.start == 0:
             if parse_unsatisfied_range(headers.get("content-range")) == 0:
@@ -173,6 +194,9 @@ class RangeJob:
                 f.done_zero = True
                 self.discard = True
                 return True
+        if status == 401:  # (who asked, and the ways to give credentials)
+            sent = b"\r\nAuthorization: " in self.request
+            raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers, sent)}", status=401, retryable=False)
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
 
@@ -312,7 +336,25 @@ class RangeJob:
             self.file.record(self.journaled, pos)
             self.journaled = pos
 
+    def _signed_in(self, login: asyncio.Future[bool], location: str) -> None:
+        """The login this request waited for has ended: ask again (signed in), follow the
+        redirect (no login after all), or fail the file with the login's error."""
+        if login.cancelled():
+            self.report(self, Failed(HTTPError(f"{self.describe()}: the login was cut short")))
+        elif login.exception() is not None:
+            self.redirected = False
+            self.report(self, Failed(login.exception()))
+        elif login.result():
+            self.report(self, Failed(ProtocolError(f"{self.describe()}: signed in, asked again")))
+        else:
+            self.access.redirected(self.url, location)
+            self.report(self, Redirected(location))
+            self.report(self, Failed(ProtocolError("redirected")))
+
     def on_complete(self) -> None:
+        if self.login is not None:
+            self.login.add_done_callback(lambda done: self._signed_in(done, self.login_to))
+            return
         if self.discard:
             # an answer with nothing to write (an empty file, a 304), or an unwanted small body
             if self.error is not None:

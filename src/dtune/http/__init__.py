@@ -3,6 +3,8 @@
 Layers, bottom up:
   ``message``  sans-IO: request bytes, Content-Range/Retry-After parsing
   ``connection`` one asyncio connection with a pipeline of exchanges, parsed by httptools
-  ``client``   ``Fetcher.fetch()`` for small documents (listings, HEAD) with redirects
+  ``cookies``  the transfer's one cookie jar (RFC 6265) and the Netscape cookie file
+  ``client``   ``Fetcher.fetch()`` for small documents (listings, HEAD) with redirects;
+               ``sign_in``: one login walk per data origin, the other requests wait for it
 The engine drives ``connection`` directly; nothing here writes files.
 """

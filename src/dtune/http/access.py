@@ -11,7 +11,15 @@ URL that dtune prints, and each one is **scoped**:
   ``.netrc`` entry to its host; a cookie to its domain and path), so a
   redirect to another origin never carries it;
 - ``Access.trust(origin)`` widens the user-named set, for the URLs of a URL
-  list or Metalink the user gave.
+  list or Metalink the user gave;
+- an http origin reached by a redirect from https (and not named by the user)
+  gets no credential at all, only the cookies not marked Secure
+  (``Access.redirected``): a downgrade never carries a password in clear.
+
+Cookies: ``jar`` (``http.cookies.CookieJar``) is the transfer's one jar, the
+last header source; every response's ``Set-Cookie`` goes to it
+(``Access.received``, called by whoever reads a response head). ``logins``
+keeps the one login in flight per origin (``http.client.sign_in``).
 
 Request headers come from ``HeaderSource``s, consulted in order for every
 request; a later source does not override a header an earlier one set. The
@@ -22,12 +30,16 @@ context come from ``Route``. With nothing configured, ``request()`` costs what
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
+from dtune.errors import DtuneError
 from dtune.http.connection import Connection, open_connection
-from dtune.http.message import Origin, build_request, split_url
+from dtune.http.cookies import CookieJar
+from dtune.http.message import Origin, build_request, resolve_location, split_url
 
 
 class HeaderSource(Protocol):
@@ -55,12 +67,34 @@ class Route(Protocol):
         ...
 
 
+class Logins:
+    """The logins of one transfer, per data origin (the origin whose answer sent a request to
+    another origin): the one in flight or done (a future: True signed in, False not a login,
+    the data is served elsewhere; an HTTPError when it failed), how many were started, and the
+    origins known to redirect to their data rather than to a login."""
+
+    def __init__(self) -> None:
+        self.flights: dict[Origin, asyncio.Future[bool]] = {}
+        self.started: dict[Origin, int] = {}
+        self.plain: set[Origin] = set()
+        self.tasks: set[asyncio.Task] = set()   # (a reference to each walk, until it ends)
+
+    def __repr__(self) -> str:
+        pending = sum(not f.done() for f in self.flights.values())
+        return f"<Logins {pending} in flight, {sum(self.started.values())} started, {len(self.plain)} plain>"
+
+
 class Access:
     """Headers, route and TLS for every connection and request of one transfer."""
 
     def __init__(self, sources: Iterable[HeaderSource] = (), *, route: Route | None = None,
-                 ssl_context: ssl.SSLContext | None = None, trusted: Iterable[Origin] = ()) -> None:
-        self.sources = list(sources)
+                 ssl_context: ssl.SSLContext | None = None, trusted: Iterable[Origin] = (),
+                 jar: CookieJar | None = None) -> None:
+        self.jar = jar
+        self.sources = list(sources) + ([jar] if jar is not None else [])
+        self._cookies_only: list[HeaderSource] = [jar] if jar is not None else []
+        self.downgraded: set[Origin] = set()   # http origins reached from https by a redirect only
+        self.logins = Logins()
         self.route = route
         self.ssl_context = ssl_context
         self.trusted: set[Origin] = set(trusted)
@@ -75,6 +109,25 @@ class Access:
     def trust_url(self, url: str) -> None:
         self.trust(split_url(url)[0])
 
+    def redirected(self, asked: str, location: str) -> None:
+        """A request to ``asked`` was redirected to ``location``: an https → http hop to an origin
+        the user did not name marks it, and it gets no credential from then on."""
+        if not asked.startswith("https:"):
+            return
+        try:
+            to = split_url(resolve_location(asked, location))[0]
+        except DtuneError:
+            return  # (the redirect's follower says what is wrong with it)
+        if to.scheme == "http" and to not in self.trusted:
+            self.downgraded.add(to)
+
+    def received(self, origin: Origin, target: str, headers: Mapping[str, str]) -> None:
+        """A response head from ``origin`` to a request for ``target``: its ``Set-Cookie`` values
+        (one per line: ``http.connection`` keeps them apart) go to the jar."""
+        values = headers.get("set-cookie")
+        if values is not None and self.jar is not None:
+            self.jar.store(origin, target, values.split("\n"), time.time())
+
     def request(self, method: str, origin: Origin, target: str, range_: tuple[int, int] | None = None,
                 extra: dict[str, str] | None = None) -> bytes:
         """The request's bytes, with every header the sources add for ``origin``."""
@@ -82,7 +135,8 @@ class Access:
             trusted = origin in self.trusted
             added: dict[str, str] = {}
             seen = {name.lower() for name in extra} if extra else set()
-            for source in self.sources:
+            sources = self._cookies_only if self.downgraded and origin in self.downgraded else self.sources
+            for source in sources:
                 more = source.headers(method, origin, target, trusted)
                 if more:
                     for name, value in more.items():

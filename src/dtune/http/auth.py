@@ -10,8 +10,9 @@ this order (a header an earlier source set is not overridden by a later one):
    Bearer`` to the origins the user named;
 4. ``NetrcAuth``    ``~/.netrc`` (``$NETRC``, ``--netrc-file``): basic auth to any
    request whose host has an entry, whatever the port (as curl does);
-5. ``CookieJar``    ``--cookies FILE`` (Netscape format): each cookie to the hosts
-   and paths it is for (https only when it is secure).
+5. ``CookieJar``    ``http.cookies``: the transfer's one jar, ``--cookies FILE``
+   (Netscape format) and every ``Set-Cookie`` a server sends: each cookie to the
+   hosts and paths it is for (https only when it is secure). ``Access`` holds it.
 
 "The origins the user named" are the sources, the mirrors and the URLs of a
 URL list or Metalink the user gave (``Access.trusted``); an origin reached
@@ -36,6 +37,7 @@ from urllib.parse import unquote
 
 from dtune.errors import UsageError
 from dtune.http.access import HeaderSource
+from dtune.http.cookies import Cookie, CookieJar, parse_cookie_file
 from dtune.http.message import Origin
 
 # Headers dtune writes itself because framing, ranges and the checks on them depend on them.
@@ -43,9 +45,6 @@ RESERVED_HEADERS = frozenset({"host", "range", "if-range", "content-length", "tr
                               "connection", "accept-encoding", "te", "upgrade", "expect", "keep-alive"})
 # (character sets, not regular expressions: compiling those costs `dtune get` start-up)
 _TCHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_CONTROLS = frozenset(map(chr, [*range(0x20), 0x7F]))
-_COOKIE_NAME_BAD = _CONTROLS | frozenset(" =;,")   # RFC 6265's token, as browsers read it
-_COOKIE_VALUE_BAD = _CONTROLS | frozenset(";")
 
 
 def _is_token(text: str) -> bool:
@@ -373,122 +372,20 @@ def read_token(values: Mapping[str, Any], environ: Mapping[str, str]) -> str | N
     return token
 
 
-# -- cookies -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Cookie:
-    """One line of a Netscape cookie file."""
-
-    domain: str           # lower case, without a leading dot
-    subdomains: bool      # also for hosts under ``domain`` (TRUE, or a leading dot)
-    path: str
-    secure: bool          # https only
-    expires: int          # epoch seconds; 0: a session cookie
-    name: str
-    value: str = field(repr=False)
-
-    def matches(self, scheme: str, host: str) -> bool:
-        """For this scheme and host (the path is matched per request: ``path_matches``)."""
-        if self.secure and scheme != "https":
-            return False
-        return host == self.domain or (self.subdomains and host.endswith("." + self.domain))
-
-    def path_matches(self, path: str) -> bool:
-        """RFC 6265 5.1.4: the cookie's path is the request path or a '/'-bounded prefix of it."""
-        p = self.path
-        return path == p or (path.startswith(p) and (p.endswith("/") or path[len(p)] == "/"))
-
-
-def parse_cookie_line(line: str, now: float) -> Cookie | None:
-    """One cookie line → Cookie; None for an expired one; raises ValueError if malformed."""
-    if line.startswith("#HttpOnly_"):
-        line = line[len("#HttpOnly_"):]
-    fields = line.split("\t")
-    if len(fields) == 6:
-        fields.append("")  # curl writes a cookie without a value so
-    if len(fields) != 7:
-        raise ValueError("not 7 tab-separated fields")
-    domain, flag, path, secure, expires, name, value = fields
-    if flag.upper() not in ("TRUE", "FALSE") or secure.upper() not in ("TRUE", "FALSE"):
-        raise ValueError("a flag is not TRUE or FALSE")
-    domain = domain.strip().lower()
-    subdomains = flag.upper() == "TRUE" or domain.startswith(".")
-    domain = domain.lstrip(".")
-    if not domain or any(c.isspace() or c in "/;" for c in domain):
-        raise ValueError("bad domain")
-    if not path.startswith("/"):
-        raise ValueError("the path does not start with '/'")
-    if not expires.strip().lstrip("-").isdigit():
-        raise ValueError("the expiry is not a number")
-    if not name or not _COOKIE_NAME_BAD.isdisjoint(name) or not _COOKIE_VALUE_BAD.isdisjoint(value):
-        raise ValueError("bad name or value")
-    try:
-        (name + value).encode("latin-1")
-    except UnicodeEncodeError:
-        raise ValueError("a character HTTP headers cannot carry") from None
-    when = int(expires)
-    if when != 0 and when <= now:
-        return None
-    return Cookie(domain, subdomains, path, secure.upper() == "TRUE", when, name, value)
-
-
-@dataclass
-class CookieFile:
-    cookies: list[Cookie]
-    malformed: int = 0
-    first_bad: int | None = None   # the line number of the first malformed line
-    expired: int = 0
-
-
-def parse_cookie_file(text: str, now: float) -> CookieFile:
-    """Every cookie of a Netscape cookie file (curl -c, wget --save-cookies, browsers' exports);
-    comment and blank lines skipped, expired cookies left out, malformed lines counted."""
-    out = CookieFile([])
-    for lineno, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip("\r\n")
-        if not line.strip() or (line.startswith("#") and not line.startswith("#HttpOnly_")):
-            continue
-        try:
-            cookie = parse_cookie_line(line, now)
-        except ValueError:
-            out.malformed += 1
-            out.first_bad = out.first_bad or lineno
-            continue
-        if cookie is None:
-            out.expired += 1
-        else:
-            out.cookies.append(cookie)
-    return out
-
-
-class CookieJar:
-    """A ``Cookie`` header of the jar's cookies for each request's scheme, host and path; the
-    longer paths first (RFC 6265 5.4). The cookies a server sets are not kept."""
-
-    def __init__(self, cookies: list[Cookie]) -> None:
-        self._cookies = sorted(cookies, key=lambda c: -len(c.path))
-        self._by_site: dict[tuple[str, str], list[Cookie]] = {}
-
-    def headers(self, method: str, origin: Origin, target: str, trusted: bool) -> dict[str, str] | None:
-        site = (origin.scheme, origin.host)
-        mine = self._by_site.get(site)
-        if mine is None:
-            host = origin.host.lower()
-            mine = self._by_site[site] = [c for c in self._cookies if c.matches(origin.scheme, host)]
-        if not mine:
-            return None
-        path = target.split("?", 1)[0]
-        pairs = [f"{c.name}={c.value}" for c in mine if c.path_matches(path)]
-        return {"Cookie": "; ".join(pairs)} if pairs else None
+# -- cookies ---------------------------------------------------------------------------------
 
 
 def load_cookies(path: str, warn: Callable[[str], None]) -> list[Cookie]:
-    """The cookies of ``--cookies FILE``; a file that cannot be read is a UsageError, malformed
-    lines are skipped with one warning that counts them."""
+    """The cookies of ``--cookies FILE``; a file that cannot be read is a UsageError (one that
+    does not exist yet is empty: the jar is saved there at the end), malformed lines are
+    skipped with one warning that counts them."""
     where = f"--cookies {path}"
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        if not Path(path).expanduser().parent.is_dir():
+            raise UsageError(f"{where}: no such directory to save the cookies in") from None
+        return []
     except OSError as exc:
         raise UsageError(f"{where}: cannot read: {exc.strerror or exc}") from None
     jar = parse_cookie_file(text, time.time())
@@ -523,8 +420,13 @@ def header_sources(values: Mapping[str, Any], userinfo: Mapping[Origin, tuple[st
         entries = load_netrc(path, explicit, say)
         if entries:
             sources.append(NetrcAuth(entries))
-    if values.get("cookies"):
-        cookies = load_cookies(values["cookies"], say)
-        if cookies:
-            sources.append(CookieJar(cookies))
     return sources
+
+
+def cookie_jar(values: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> CookieJar:
+    """The transfer's cookie jar: ``--cookies FILE``'s cookies, saved back there at the end; else
+    an empty one (the cookies servers set, kept for this transfer only)."""
+    path = values.get("cookies")
+    if not path:
+        return CookieJar()
+    return CookieJar(load_cookies(path, warn or (lambda _message: None)), save_to=str(path))

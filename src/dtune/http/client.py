@@ -5,6 +5,16 @@ Idle keep-alive connections are kept per origin so that walking a deep
 directory tree does not pay a TCP handshake per directory. An origin whose name
 does not resolve, or whose port refuses, before any connection to it opened is
 a final answer (not retried): the first words come in milliseconds.
+
+Logins (``sign_in``): an archive behind a login (NASA Earthdata Login) sends a
+request without a session to another origin, the auth host, which sends it
+back through a page of the data origin that sets the session cookie. The first
+such redirect from a data origin starts one walk along that chain (``_walk``:
+heads only, every ``Set-Cookie`` kept, credentials as ``Access`` scopes them);
+every request to that origin redirected meanwhile, discovery's or the engine's,
+waits for it and is then asked again with the cookie. A walk that ends on
+another origin's data (a CDN, a presigned URL) marks the origin as one whose
+redirects are followed as any other.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import asyncio
 import zlib
 from dataclasses import dataclass
 
-from dtune.errors import HTTPError
+from dtune.errors import DtuneError, HTTPError
 from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection, ConnectionClosed, FutureExchange, Unreachable
 from dtune.http.message import Origin, resolve_location, split_url
@@ -22,6 +32,8 @@ from dtune.http.warm import WarmPool
 
 MAX_REDIRECTS = 5
 REDIRECTS = (301, 302, 303, 307, 308)
+MAX_LOGINS = 2        # per origin and transfer: a login whose cookie is not accepted is a loop
+MAX_LOGIN_HOPS = 10   # redirects of one login walk (Earthdata Login takes 2 or 3)
 
 
 @dataclass(slots=True)
@@ -38,6 +50,8 @@ class FetchResult:
     headers: dict[str, str]
     body: bytes
     url: str
+    sent_cookie: bool = False   # the (last) request carried a Cookie header
+    sent_authorization: bool = False   # … an Authorization header
 
 
 class _Collect(FutureExchange):
@@ -101,15 +115,22 @@ class Fetcher:
         for _ in range(MAX_REDIRECTS + 1):
             result = await self._once(url, method, headers, max_bytes)
             if result.status in REDIRECTS and "location" in result.headers:
-                url = resolve_location(url, result.headers["location"])
+                location = result.headers["location"]
+                flight = sign_in(self.access, url, location, result.sent_cookie)
+                if flight is not None and await flight:
+                    continue  # signed in: the same URL again, with the session cookie
+                self.access.redirected(url, location)
+                url = resolve_location(url, location)
                 if result.status == 303:
                     method = "GET"
                 continue
             return result
-        raise HTTPError(f"{redact_url(url)}: more than {MAX_REDIRECTS} redirects", retryable=False)
+        raise HTTPError(f"{redact_url(url)}: more than {MAX_REDIRECTS} redirects"
+                        f"{loop_hint(self.access, url)}", retryable=False)
 
     async def _once(self, url: str, method: str, headers: dict[str, str] | None,
-                    max_bytes: int) -> FetchResult:
+                    max_bytes: int, head_only: bool = False) -> FetchResult:
+        """One request; ``head_only``: its body is not read (the connection is dropped)."""
         origin, target = split_url(url)
         loop = asyncio.get_running_loop()
         request = self.access.request(method, origin, target, extra=headers)
@@ -118,7 +139,7 @@ class Fetcher:
             reused = conn is not None
             if conn is None:
                 conn = await self._open(origin)
-            ex = _Collect(request, method == "HEAD", max_bytes, url, loop)
+            ex = _Collect(request, method == "HEAD" or head_only, max_bytes, url, loop)
             conn.send(ex)
             try:
                 async with asyncio.timeout(self.timeout):  # (wait_for can lose a cancellation)
@@ -132,13 +153,16 @@ class Fetcher:
                 if not reused or attempt == 2:
                     raise
                 conn = None  # an idle connection the server had closed: try a fresh one
+        self.access.received(origin, target, ex.headers)
         if conn.usable and conn.in_flight == 0:
             self._idle.setdefault(origin, []).append(conn)
         body = b"".join(ex.parts)
-        if ex.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip") and method != "HEAD":
+        if (ex.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip") and method != "HEAD"
+                and not head_only):
             body = gunzip(body, max_bytes, url)
             del ex.headers["content-encoding"]
-        return FetchResult(ex.status, ex.headers, body, url)
+        return FetchResult(ex.status, ex.headers, body, url, sent_cookie=b"\r\nCookie: " in request,
+                           sent_authorization=b"\r\nAuthorization: " in request)
 
     async def _open(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
@@ -191,3 +215,129 @@ class Fetcher:
 
     def close(self) -> None:
         self.hand_over().close()
+
+
+# -- logins ------------------------------------------------------------------------------------
+
+
+def sign_in(access: Access, asked: str, location: str, sent_cookie: bool) -> asyncio.Future[bool] | None:
+    """A request to ``asked`` was redirected to ``location``: the login its origin's requests wait
+    for (started here when none is in flight), or None when the redirect is followed as any
+    other (within the origin; an origin known to serve its data elsewhere; logins used up).
+
+    The future's result: True, signed in (ask ``asked`` again); False, no login (follow the
+    redirect); an HTTPError, the login failed. ``sent_cookie``: the request carried a cookie;
+    one that carried none while the jar now has one for it was only sent too early, and is
+    asked again without a new login.
+    """
+    try:
+        home, target = split_url(asked)
+        there = split_url(resolve_location(asked, location))[0]
+    except DtuneError:
+        return None  # (the redirect's follower says what is wrong with it)
+    logins = access.logins
+    if there == home or home in logins.plain or access.jar is None:
+        return None  # (without a jar no login can hold: ``DIRECT`` follows redirects as ever)
+    loop = asyncio.get_running_loop()
+    flight = logins.flights.get(home)
+    if flight is not None and not flight.done():
+        return flight
+    if not sent_cookie and access.jar is not None and access.jar.sends(home, target):
+        done = loop.create_future()
+        done.set_result(True)
+        return done
+    if logins.started.get(home, 0) >= MAX_LOGINS:
+        return None
+    logins.started[home] = logins.started.get(home, 0) + 1
+    flight = logins.flights[home] = loop.create_future()
+    task = loop.create_task(_walk(access, home, asked, resolve_location(asked, location), flight))
+    logins.tasks.add(task)
+    task.add_done_callback(logins.tasks.discard)
+    return flight
+
+
+async def _walk(access: Access, home: Origin, asked: str, url: str, flight: asyncio.Future[bool]) -> None:
+    """Follow the chain from ``url`` (heads only) until it sends us back to ``asked``: signed in.
+    A final answer from ``home`` is signed in too; one from elsewhere is the data itself (the
+    origin's redirects are then followed as any other); 401 and other errors fail the login."""
+    fetcher = Fetcher(access=access)
+    try:
+        for _ in range(MAX_LOGIN_HOPS):
+            result = await fetcher._once(url, "GET", None, 0, head_only=True)
+            origin = split_url(url)[0]
+            location = result.headers.get("location")
+            if result.status in REDIRECTS and location:
+                access.redirected(url, location)
+                url = resolve_location(url, location)
+                if url == asked:
+                    break
+                continue
+            if result.status == 401:
+                raise HTTPError(f"login for {home}: {unauthorized(origin, result.headers, result.sent_authorization)}",
+                                status=401, retryable=False)
+            if result.status >= 400:
+                raise HTTPError(f"login for {home}: {origin} answered {result.status}", status=result.status,
+                                retryable=result.status >= 500 or result.status in (408, 429))
+            page = result.headers.get("content-type", "").lower().startswith("text/html")
+            if origin != home and page and not asked.split("?", 1)[0].lower().endswith((".html", ".htm")):
+                # a web page where a file was asked for: the auth host's login form, for browsers
+                raise HTTPError(f"login for {home}: {origin.host} answered a web page (a login form?): "
+                                f"{credential_ways(origin.host, result.sent_authorization)}",
+                                retryable=False)
+            if origin != home:
+                access.logins.plain.add(home)
+                flight.set_result(False)
+                return
+            break
+        else:
+            raise HTTPError(f"login for {home}: more than {MAX_LOGIN_HOPS} redirects"
+                            f"{loop_hint(access, url)}", retryable=False)
+    except BaseException as exc:
+        if not flight.done():
+            if isinstance(exc, DtuneError):
+                flight.set_exception(exc)
+            elif isinstance(exc, OSError | TimeoutError):
+                flight.set_exception(HTTPError(f"login for {home}: {exc}"))
+            else:
+                flight.cancel()
+        if not isinstance(exc, Exception):
+            raise
+        return
+    finally:
+        fetcher.close()
+    flight.set_result(True)
+
+
+def unauthorized(origin: Origin, headers: dict[str, str], sent: bool = False) -> str:
+    """What a 401 from ``origin`` says: whether credentials were sent (``sent``: the request had an
+    Authorization header), and the three ways to give them. Never a credential."""
+    challenge = headers.get("www-authenticate", "").split(" ", 1)[0][:20]
+    asked = f" ({challenge} authentication)" if challenge.isalnum() else ""
+    return f"{origin.host} answered 401{asked}: {credential_ways(origin.host, sent)}"
+
+
+def credential_ways(host: str, sent: bool) -> str:
+    """The three ways to give ``host`` credentials (``sent``: the ones sent were refused)."""
+    what = "the credentials sent were refused; check" if sent else "give"
+    return (f"{what} the credentials for {host} in ~/.netrc ('machine {host} login USER password "
+            f"PASSWORD', or --netrc-file FILE), with --header 'Authorization: ...' or --token-env VAR "
+            f"(the origins you named only), or as user:password@ in the URL")
+
+
+def loop_hint(access: Access, url: str) -> str:
+    """Why a chain of redirects may not end, said of cookies (never their values)."""
+    jar = access.jar
+    if jar is None:
+        return ""
+    try:
+        origin, target = split_url(url)
+    except DtuneError:
+        return ""
+    if jar.refused:
+        return (f" (a login loop? {jar.refused} cookie{'s' if jar.refused > 1 else ''} set by the servers "
+                f"could not be kept: a Domain the host may not set, or Secure over http)")
+    if jar.sends(origin, target):
+        return " (a login loop? cookies were sent, and the server still redirects: the session is not accepted)"
+    if not jar.set:
+        return " (a login loop? no server set a cookie dtune could keep)"
+    return ""

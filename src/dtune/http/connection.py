@@ -270,7 +270,9 @@ class Connection(asyncio.Protocol):
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         if key in self._headers and key != "content-length":
-            self._headers[key] += ", " + text
+            # a repeated header is one list (RFC 9110 5.3), but Set-Cookie's values hold commas
+            # (Expires=Wed, 09 Jun ...): they stay apart, one per line (no value holds a line break)
+            self._headers[key] += ("\n" if key == "set-cookie" else ", ") + text
         else:
             self._headers[key] = text
 

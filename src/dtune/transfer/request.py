@@ -24,7 +24,7 @@ from dtune.discovery.select import Selection
 from dtune.engine.options import EngineOptions
 from dtune.errors import UsageError
 from dtune.http.access import DIRECT, PROXY_VARIABLES, Access
-from dtune.http.auth import header_sources, strip_userinfo
+from dtune.http.auth import cookie_jar, header_sources, strip_userinfo
 from dtune.http.message import Origin, split_url
 from dtune.http.redact import redact_url
 from dtune.http.trust import ssl_context_from
@@ -188,7 +188,8 @@ def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str
     if values.get("proxy") is not None or any(name in env for name in PROXY_VARIABLES):
         from dtune.http.proxy import route_from  # (only with a proxy: asyncio's ssl glue, ~40 ms)
         route = route_from(values, env)
-    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted)
+    jar = cookie_jar(values, warnings.append)  # the transfer's one jar (``--cookies``: saved back there)
+    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted, jar=jar)
     access.warnings.extend(warnings)
     access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]

@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -72,6 +73,7 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         emit({"event": "warning", "reason": reason})
     if request.dry_run:
         result = await dryrun.dry_run(request, emit)
+        _save_cookies(request, emit)
         result.summary = dryrun.summary_event(result)
         emit(result.summary)
         return result
@@ -100,6 +102,7 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         finally:
             if lock is not None:
                 os.close(lock)
+    _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
         emit(await asyncio.to_thread(record, request, result, status=0 if result.ok else 1,
@@ -119,6 +122,18 @@ async def _streamed(request: TransferRequest, emit: EventSink, on_progress: Prog
                                                                              request.options.stream_window))
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def _save_cookies(request: TransferRequest, emit: EventSink) -> None:
+    """``--cookies FILE``: the jar, with what the servers set, written back (a warning if it cannot be)."""
+    jar = request.access.jar
+    if jar is None or jar.save_to is None:
+        return
+    try:
+        jar.save(time.time())
+    except OSError as exc:
+        emit({"event": "warning", "reason": f"--cookies {jar.save_to}: cannot save the cookies: "
+                                             f"{exc.strerror or exc}"})
 
 
 async def _list_and_fetch(request: TransferRequest, emit: EventSink,

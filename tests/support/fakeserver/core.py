@@ -67,6 +67,7 @@ class Request:
     status: int = 0           # what was answered (0: nothing, e.g. the connection closed first)
     span: tuple[int, int] | None = None  # file bytes [start, end) the answer carried
     sent: int = 0             # body bytes written to the connection
+    query: str = ""           # the request target's query, as sent (without '?')
 
     def asked(self, size: int) -> tuple[int, int]:
         """The bytes [start, end) this request asked for (the whole file without Range)."""
@@ -104,10 +105,11 @@ def parse_head(head: bytes, conn: int) -> tuple[Request, dict[str, str]] | None:
         if sep:
             headers[name.strip().lower()] = value.strip()
     try:
-        path = unquote(urlsplit(parts[1]).path, errors="strict")
+        split = urlsplit(parts[1])
+        path = unquote(split.path, errors="strict")
     except UnicodeDecodeError:
         return None
-    return Request(parts[0], path, headers.get("range"), conn, time.monotonic()), headers
+    return Request(parts[0], path, headers.get("range"), conn, time.monotonic(), query=split.query), headers
 
 
 def etag(data: bytes) -> str:

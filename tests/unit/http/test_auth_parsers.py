@@ -11,7 +11,6 @@ import pytest
 from dtune.errors import UsageError
 from dtune.http.auth import (
     RESERVED_HEADERS,
-    Cookie,
     NetrcAuth,
     NetrcEntry,
     NetrcError,
@@ -19,14 +18,13 @@ from dtune.http.auth import (
     load_cookies,
     load_netrc,
     netrc_path,
-    parse_cookie_file,
-    parse_cookie_line,
     parse_header,
     parse_headers,
     parse_netrc,
     read_token,
     strip_userinfo,
 )
+from dtune.http.cookies import Cookie, parse_cookie_file, parse_cookie_line
 from dtune.http.message import Origin
 
 SECRET = "s3cr3t-Pa55"
@@ -236,7 +234,8 @@ NOW = 1_800_000_000
     ("example.org\tFALSE\t/data\tTRUE\t1900000000\tk\tv=1",
      Cookie("example.org", False, "/data", True, 1900000000, "k", "v=1")),
     (".example.org\tFALSE\t/\tFALSE\t0\tk\tv", Cookie("example.org", True, "/", False, 0, "k", "v")),
-    ("#HttpOnly_Example.ORG\tFALSE\t/\tFALSE\t0\th\tx", Cookie("example.org", False, "/", False, 0, "h", "x")),
+    ("#HttpOnly_Example.ORG\tFALSE\t/\tFALSE\t0\th\tx",
+     Cookie("example.org", False, "/", False, 0, "h", "x", http_only=True)),
     ("example.org\tFALSE\t/\tFALSE\t0\tempty", Cookie("example.org", False, "/", False, 0, "empty", "")),
     ("example.org\ttrue\t/\tfalse\t0\tk\tv", Cookie("example.org", True, "/", False, 0, "k", "v")),
 ])
@@ -295,14 +294,15 @@ def test_cookie_matching_domain_secure_path() -> None:
     assert slash.path_matches("/d/x") and not slash.path_matches("/d")
 
 
-def test_load_cookies_warns_once_and_refuses_a_missing_file(tmp_path: Path) -> None:
+def test_load_cookies_warns_once_and_refuses_a_missing_directory(tmp_path: Path) -> None:
     path = tmp_path / "jar.txt"
     path.write_text(f"a\tFALSE\t/\tFALSE\t0\tk\tv\nbad {SECRET}\nworse\n")
     said: list[str] = []
     assert [c.name for c in load_cookies(str(path), said.append)] == ["k"]
     assert said == [f"cookie file {path}: 2 malformed lines skipped (the first is line 2)"]
-    with pytest.raises(UsageError, match="--cookies .*none: cannot read: No such file"):
-        load_cookies(str(tmp_path / "none"), said.append)
+    assert load_cookies(str(tmp_path / "none"), said.append) == []   # (written at the end of the run)
+    with pytest.raises(UsageError, match="--cookies .*: no such directory"):
+        load_cookies(str(tmp_path / "none" / "jar"), said.append)
 
 
 # -- bearer tokens -----------------------------------------------------------------------------

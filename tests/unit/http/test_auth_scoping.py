@@ -51,7 +51,7 @@ def netrc(tmp_path: Path, text: str) -> str:
 
 def test_nothing_configured_adds_nothing(tmp_path: Path) -> None:
     access, sources, _ = access_from(values(tmp_path), ["http://data.test/a"], [], {"HOME": str(tmp_path)})
-    assert access.sources == [] and sources == ["http://data.test/a"]
+    assert access.sources == [access.jar] and not access.jar and sources == ["http://data.test/a"]
     assert access.request("GET", NAMED, "/a") == Access().request("GET", NAMED, "/a")
 
 
@@ -122,7 +122,7 @@ def test_default_netrc_from_home_and_its_warning(tmp_path: Path) -> None:
     assert headers_of(access.request("GET", NAMED, "/"))["authorization"] == basic_auth("h", PASSWORD)
     (tmp_path / ".netrc").write_text(f"machine data.test login h password {PASSWORD}\nmachin x\n")
     access, _, _ = access_from(values(tmp_path), ["http://data.test/"], [], {"HOME": str(tmp_path)})
-    assert access.sources == []
+    assert access.sources == [access.jar]
     assert access.warnings == [f"netrc file {tmp_path / '.netrc'}: line 2: a word where machine, default, "
                                "login, password, account or macdef belongs; not used"]
     with pytest.raises(UsageError, match="--netrc-file .*: line 2"):
