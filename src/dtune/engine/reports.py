@@ -50,6 +50,7 @@ from dtune.engine.outcomes import (
     after_failure,
     after_not_modified,
 )
+from dtune.engine.politeness import Politeness, is_limit
 from dtune.engine.request import RangeJob
 from dtune.engine.scheduler import Scheduler, give_back
 from dtune.errors import DiskError
@@ -86,7 +87,8 @@ class FileReports:
     def __init__(self, options: EngineOptions, files: list[FileState], scheduler: Scheduler,
                  health: ReplicaHealth, outage: OutageProbe, acct: Accounting, lanes: LaneControl, *,
                  clock: Callable[[], float], loop: asyncio.AbstractEventLoop,
-                 emit: Callable[..., None], on_file_ended: Callable[[], None]) -> None:
+                 emit: Callable[..., None], on_file_ended: Callable[[], None],
+                 pace: Politeness | None = None) -> None:
         self.options = options
         self.files = files
         self.scheduler = scheduler
@@ -98,6 +100,7 @@ class FileReports:
         self._loop = loop
         self._emit = emit
         self._on_file_ended = on_file_ended
+        self.pace = pace   # each origin's request rate (``politeness``): a limit answer is its to pace
         self.committer = Committer(options.commit_batch, self._committed)
 
     # ---- reports from requests --------------------------------------------------------
@@ -209,12 +212,16 @@ class FileReports:
             give_back(f, job, job.pos if job.status in (200, 206) and not job.discard else job.start)
             self.lanes.adopt(f)
         now = self.now()
+        paced = refused = None
+        if self.pace is not None and is_limit(job.status, getattr(exc, "retry_after", None)):
+            refused = self.pace.refusal(job.origin)
+            paced = self.pace.wait(job.origin, now)
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
                        failures=f.failures, quiet=self.outage.quiet(job.origin, now, exc),
                        waiting=max(0.0, f.not_before - now),
-                       replica=job.replica if len(f.replicas) > 1 else None)
+                       replica=job.replica if len(f.replicas) > 1 else None, paced=paced, refused=refused)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
         if action is None:
