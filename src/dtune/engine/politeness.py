@@ -54,6 +54,8 @@ from dataclasses import dataclass, field
 from dtune.http.message import Origin
 from dtune.http.ratelimit import RateHint
 
+MIN_WAIT = 0.001   # s, the least wait admit returns: a timer finer than uvloop's millisecond is none
+
 
 @dataclass(frozen=True, slots=True)
 class PoliteConstants:
@@ -225,10 +227,10 @@ class Politeness:
             if now > p.stamp:
                 p.tokens = min(self._burst(rate), p.tokens + (now - p.stamp) * rate)
                 p.stamp = now
-            if p.tokens < 1.0:
+            if p.tokens < 1.0 - 1e-9:   # (a float hair short of a token is a token)
                 p.waited_at = now
-                return (1.0 - p.tokens) / rate
-            p.tokens -= 1.0
+                return max(MIN_WAIT, (1.0 - p.tokens) / rate)
+            p.tokens = max(0.0, p.tokens - 1.0)
         p.count(now)
         return 0.0
 

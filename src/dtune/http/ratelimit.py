@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from dtune.http.message import parse_retry_after
 
 EPOCH_MIN = 1e9           # an X-RateLimit-Reset above this is an epoch time (2001 on), else seconds
-LONGEST = 10 * 365 * 86400.0   # no limit value or wait is taken beyond ten years (inf, 1e300)
 
 _KEYS = ("retry-after", "x-ratelimit-remaining", "x-ratelimit-reset", "x-ratelimit-limit",
          "ratelimit", "ratelimit-remaining", "ratelimit-reset", "ratelimit-limit", "ratelimit-policy")
-_NUMBER = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*$")
-_PARAM = re.compile(r"([A-Za-z][\w-]*)\s*=\s*\"?(\d{1,15}(?:\.\d{1,9})?)\"?")
+_NUMBER = re.compile(r"^\s*(\d{1,15}(?:\.\d{1,9})?)\s*$", re.ASCII)
+_PARAM = re.compile(r"([A-Za-z][\w-]*)\s*=\s*\"?(\d{1,15}(?:\.\d{1,9})?)\"?", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +65,7 @@ def number(value: str | None) -> float | None:
     if m is None:
         return None
     n = float(m.group(1))
-    return n if math.isfinite(n) and n <= LONGEST else None
+    return n if math.isfinite(n) else None
 
 
 def _reset(value: str | None, now_epoch: float) -> float | None:
@@ -131,7 +130,7 @@ def hint(headers: Mapping[str, str], now_epoch: float) -> RateHint | None:
     elif "ratelimit-policy" in headers or "ratelimit-limit" in headers:
         # the early draft's policy: "100;w=60" or "10, 10;w=1, 1000;w=3600" (the limit first)
         text = headers.get("ratelimit-policy") or headers.get("ratelimit-limit") or ""
-        m = re.search(r"(\d{1,15})\s*;\s*w\s*=\s*(\d{1,15})", text[:1000])
+        m = re.search(r"(\d{1,15})\s*;\s*w\s*=\s*(\d{1,15})", text[:1000], re.ASCII)
         if m is not None:
             limit = limit if limit is not None else number(m.group(1))
             window = number(m.group(2))
