@@ -24,7 +24,10 @@ origin was given up), pipelined requests included: each takes a token.
   in which the bucket held a request back and no limit came, the rate grows
   by ``increase`` × the rate before the last cut (at least
   ``increase_min``), never above ``--max-rps``: from half the host's rate
-  back to it in about five seconds, then a 429 halves it again. This is the
+  back to it in about five intervals, then a 429 halves it again. Until the
+  second cut it grows ``start_growth`` × per interval instead (slow start):
+  the first cut halves a rate measured over the transfer's first
+  milliseconds. This is the
   AIMD of TCP, and of FTS3's optimizer, which adds streams one success
   interval at a time and halves them when the error rate rises.
 * **Quota headers.** An answer whose quota is almost spent (``remaining`` at
@@ -64,7 +67,10 @@ class PoliteConstants:
     decrease: float = 0.5       # the cut on a limit: TCP's and FTS3's halving
     increase: float = 0.1       # per interval, of the rate before the last cut: back in ~5 s
     increase_min: float = 0.5   # requests/s, the least step up (a host cut to 1 r/s still climbs)
-    interval: float = 1.0       # s, a success interval: quotas are counted per second or minute
+    interval: float = 0.5       # s, a success interval: a few requests at the rates hosts allow
+    start_growth: float = 1.5   # until a request sent after a cut is refused again, the rate grows
+                                # × 1.5 per interval (slow start): the first cut starts from a rate
+                                # measured over the first milliseconds, which says little
     burst: float = 0.2          # s of the rate the bucket holds (nginx's limit_req burst=5 at 20 r/s
                                 # is 0.25 s): pipelined requests go out together, within it
     min_rate: float = 0.05      # requests/s, the floor of a cut: one request every 20 s
@@ -164,6 +170,7 @@ class Pace:
     refused: str | None = None
     window: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])  # start, this second, the one before
     limits: int = 0                   # limit answers seen (429, 503 with Retry-After)
+    cuts: int = 0                     # cuts of the rate
 
     def effective(self) -> float | None:
         """The bucket's rate now: the least of the AIMD rate, --max-rps and the quota's; None: no bucket."""
@@ -314,6 +321,7 @@ class Politeness:
         base = current if current is not None else max(1.0, p.sent_rate(now))
         new = max(self.k.min_rate, self.k.decrease * base)
         p.peak, p.rate, p.cut_at, p.grown_at = base, new, now, now
+        p.cuts += 1
         p.tokens = min(p.tokens, 0.0)
         p.stamp = max(p.stamp, now)
         pause = paused.pause if paused is not None else None
@@ -323,7 +331,10 @@ class Politeness:
         if p.rate is None or now - p.grown_at < self.k.interval:
             return
         if p.waited_at >= p.grown_at:   # the bucket held requests back: the rate is what limits
-            p.rate += max(self.k.increase_min, self.k.increase * p.peak)
+            if p.cuts < 2:
+                p.rate *= self.k.start_growth
+            else:
+                p.rate += max(self.k.increase_min, self.k.increase * p.peak)
             if p.ceiling is not None:
                 p.rate = min(p.rate, p.ceiling)
         p.grown_at = now

@@ -57,12 +57,17 @@ def test_answers_to_requests_sent_before_the_cut_do_not_cut_again_later_ones_do(
 def test_success_steps_the_rate_up_only_while_the_bucket_holds_requests_back() -> None:
     pol = Politeness()
     send(pol, A, 40, 0.0, 0.0025)
-    pol.answered(A, 429, None, 0.1, sent=0.05)          # 40 → 20 r/s (peak 40)
+    pol.answered(A, 429, None, 0.1, sent=0.05)          # 40 → 20 r/s
     pol.answered(A, 200, None, 1.2, sent=1.1)           # no request waited: no step
     assert pol.pace(A).effective() == pytest.approx(20, rel=0.05)
     send(pol, A, 30, 1.2, 0.0)                          # the bucket binds …
-    pol.answered(A, 200, None, 2.3, sent=2.2)           # … a success interval later: + 10 % of 40
-    assert pol.pace(A).effective() == pytest.approx(24, rel=0.05)
+    pol.answered(A, 200, None, 2.8, sent=2.7)           # … slow start: × 1.5 an interval
+    assert pol.pace(A).effective() == pytest.approx(30, rel=0.05)
+    pol.answered(A, 429, None, 3.0, sent=2.9)           # sent after the cut: the second cut, 30 → 15
+    assert pol.pace(A).effective() == pytest.approx(15, rel=0.05)
+    send(pol, A, 10, 3.0, 0.0)
+    pol.answered(A, 200, None, 3.7, sent=3.6)           # additive now: + 10 % of 30
+    assert pol.pace(A).effective() == pytest.approx(18, rel=0.05)
 
 
 def test_max_rps_starts_the_bucket_and_is_never_exceeded() -> None:
