@@ -325,7 +325,8 @@ class Politeness:
         p.tokens = min(p.tokens, 0.0)
         p.stamp = max(p.stamp, now)
         pause = paused.pause if paused is not None else None
-        return Slowed(p.effective(), pause, f"{origin} answered {status}: {base:.1f} → {new:.1f} requests/s")
+        why = f"{origin} answered {status}: {base:.1f} → {new:.1f} requests/s"
+        return Slowed(p.effective(), pause, why if paused is None else f"{why}; {paused.reason}")
 
     def _grow(self, p: Pace, now: float) -> None:
         if p.rate is None or now - p.grown_at < self.k.interval:
