@@ -271,7 +271,11 @@ class Politeness:
         if isinstance(change, Refused):
             return change
         if is_limit(status, hint.retry_after if hint is not None else None):
-            return self._limited(p, origin, status, hint, now, sent) or change
+            limited = self._limited(p, origin, status, hint, now, sent)
+            if isinstance(limited, Slowed) and isinstance(change, Slowed):   # (the quota paused it too)
+                limited.pause = change.pause if limited.pause is None else limited.pause
+                limited.reason = f"{limited.reason}; {change.reason}"
+            return limited or change
         if status < 400:
             p.last_ok = now
             p.limited_since = None
