@@ -109,6 +109,8 @@ class Snapshot:
     rtt_live: float | None = None  # seconds, median kernel RTT of the connections in use (TCP_INFO)
     stalled: bool = False      # requests are out and no origin has sent a byte for a while (an outage,
                                # a stall): no measure of how many connections the path needs
+    paced: bool = False        # an origin's request rate holds requests back (it answered 429, or
+                               # --max-rps): the goodput is the limit's, no measure of the path
     partitions: dict[str, PartitionView] = field(default_factory=dict)
     origins: dict[str, OriginView] = field(default_factory=dict)
     # energy so far, when a meter runs: {"joules", "watts", "kind": "measured"|"estimated"}
@@ -144,6 +146,7 @@ class Accounting:
         self.open_connections = 0
         self.rtt_live: float | None = None  # refreshed by the engine at each control tick (``live``)
         self.stalled = False                # … and so is this
+        self.paced = False                  # … and this (``engine.politeness``)
 
     # ---- what the engine tells it ------------------------------------------
     def dataset(self, bytes_total: int | None, files: int) -> None:
@@ -273,4 +276,4 @@ class Accounting:
             files_total=self.files_total, files_done=self.files_done,
             files_skipped=self.files_skipped, files_failed=self.files_failed,
             retries=self.retries, connections=self.open_connections, rtt=rtt,
-            rtt_live=self.rtt_live, stalled=self.stalled, partitions=parts, origins=origins)
+            rtt_live=self.rtt_live, stalled=self.stalled, paced=self.paced, partitions=parts, origins=origins)

@@ -14,6 +14,7 @@ from dtune import argtypes, checksums
 from dtune.checksums import Checksum
 from dtune.config import Option
 from dtune.engine.options import EngineOptions
+from dtune.engine.politeness import parse_max_rps
 from dtune.tuners.online_constants import DEFAULT_CAP
 from dtune.tuners.registry import DEFAULT as DEFAULT_TUNER
 from dtune.tuners.registry import TUNERS
@@ -172,6 +173,15 @@ OPTIONS: list[Option] = [
            "(5M = 5 MiB/s, 500K; as curl and wget read it); with a limit the online search of the "
            "number of connections is off (the limit is the bottleneck); 0: no limit", "selection",
            default=_d.limit_rate, parse=argtypes.byte_rate, metavar="RATE"),
+    Option(("--max-rps",), "at most N requests per second to ORIGIN (a host, host:port or "
+           "scheme://host:port), for hosts that publish their limit: e.g. zenodo.org=1.5 (repeatable). "
+           "Without it an origin is paced only once it answers 429 (or 503 with Retry-After): its "
+           "rate is then halved and probed back up (docs/limits.md); pipelined requests count",
+           "selection", kind="list", parse=parse_max_rps, metavar="ORIGIN=N"),
+    Option(("--max-retry-after",), "a server that asks to wait longer than S seconds (Retry-After, "
+           "or a spent X-RateLimit quota's reset) fails its origin's files at once, naming the wait; "
+           "shorter waits pause that origin alone", "selection",
+           default=_d.retry_after_max, parse=argtypes.seconds, metavar="S"),
     # ── checksums ───────────────────────────────────────────────────────────────────────────
     Option(("--checksum",), "the digest of the one file the source names, as ALGO:HEX (sha256:…, "
            "sha512:…, sha1:…, md5:…, crc32c:…, adler32:…); it is verified instead of any digest the "

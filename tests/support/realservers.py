@@ -83,9 +83,10 @@ class Nginx:
                   '"$http_range" "$request_method" "$uri"')
     _LINE = re.compile(r'^(\S+) (\S+) (\d+) (\d+) "(\w*)" "([^"]*)" "(\w+)" "(.*)"$')
 
-    def __init__(self, root: Path, *, location_extra: str = "") -> None:
+    def __init__(self, root: Path, *, location_extra: str = "", http_extra: str = "") -> None:
         self.root = Path(root)
         self.location_extra = location_extra
+        self.http_extra = http_extra   # http-level directives (a limit_req_zone)
         self.dir: str | None = None
         self._nginx: LocalNginx | None = None
 
@@ -111,7 +112,8 @@ class Nginx:
             raise Unavailable(f"{self.BINARY} is not installed")
         self.dir = tempfile.mkdtemp(prefix="dtune-test-nginx-")
         self._nginx = LocalNginx(self.dir, [Listing(self.root, extra=self.location_extra)], binary=self.BINARY,
-                                 log_format=self.LOG_FORMAT, keepalive_requests=100000, worker_connections=256)
+                                 log_format=self.LOG_FORMAT, keepalive_requests=100000, worker_connections=256,
+                                 http_extra=self.http_extra)
         try:
             self._nginx.start()
         except DtuneError as exc:

@@ -28,10 +28,13 @@ retiring lane sends nothing new, lets its outstanding responses finish,
 then closes; a retiring group hands the unassigned part of its files back to
 the queue. Nothing already fetched is fetched again.
 
-Two limits hold whatever the parameters ask: at most ``max_per_origin``
+Three limits hold whatever the parameters ask: at most ``max_per_origin``
 connections open or opening to one origin (a lane that would exceed it
-waits for one to close, and an idle lane's keep-alive gives way to it), and
-with ``limit_rate`` one token bucket for every body byte (``limiter``).
+waits for one to close, and an idle lane's keep-alive gives way to it),
+with ``limit_rate`` one token bucket for every body byte (``limiter``), and
+each origin's request rate once it answered a limit, or under ``--max-rps``
+(``politeness``: a request the origin's bucket does not admit yet goes back
+to its file, and its lane waits).
 
 Connections come from ``connect`` (by default ``access.connect``: direct, or
 through a proxy; ``http.memory`` gives in-memory ones for tests), and every
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -58,6 +62,7 @@ from dtune.engine.outcomes import (
     Failed,
     ReplicaHealth,
 )
+from dtune.engine.politeness import Politeness, Refused
 from dtune.engine.reports import FileReports, verified_by
 from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
@@ -69,6 +74,7 @@ from dtune.errors import HTTPError, RangeCut
 from dtune.http.access import DIRECT, Access
 from dtune.http.connection import Connection
 from dtune.http.message import Origin
+from dtune.http.ratelimit import hint as rate_hint
 from dtune.params import Params
 from dtune.tuners.base import RangePolicy
 
@@ -137,6 +143,9 @@ class Engine:
         # those): a refused connect to one of them is an outage, retried; to any other, final
         self.reached: set[Origin] = set()
         self.gate = OriginGate(self.options.max_per_origin)
+        # each origin's request rate, once it answered a limit (429) or under --max-rps
+        self.politeness = Politeness(self.options.max_rps, max_wait=self.options.retry_after_max)
+        self._pace_timers: dict[Lane, asyncio.TimerHandle] = {}
         self.per_origin = self.gate.open           # connections open or being opened, per origin
         # called once a tick, right after the accounting tick, with a fresh snapshot
         # (progress display, samples): they see rates that include the last tick
@@ -200,14 +209,16 @@ class Engine:
         self._finished = asyncio.Event()
         self.reports = reports = FileReports(
             self.options, self.files, self.scheduler, self.health, self.outage, acct, self,
-            clock=self.now, loop=self._loop, emit=self._emit, on_file_ended=self._file_ended)
+            clock=self.now, loop=self._loop, emit=self._emit, on_file_ended=self._file_ended,
+            pace=self.politeness)
         await self._prepare()
         self._emit("start", files=len(self.files), bytes=acct.bytes_total,
                    bytes_resumed=acct.bytes_resumed,
                    params={n: p.params.as_dict() for n, p in self.partitions.items()})
         ticker = asyncio.create_task(Ticker(
             self.options, acct, self.scheduler, self.outage, self.files, self, clock=self.now,
-            control_listeners=self.control_listeners, tick_listeners=self.tick_listeners).run())
+            control_listeners=self.control_listeners, tick_listeners=self.tick_listeners,
+            paced=self.politeness.binding).run())
         committer = asyncio.create_task(reports.committer.run())
         follower = asyncio.create_task(self._follow(self.stream)) if self.stream is not None else None
         try:
@@ -219,6 +230,8 @@ class Engine:
                 raise self._fatal
         finally:
             ticker.cancel()
+            for timer in self._pace_timers.values():
+                timer.cancel()
             committer.cancel()
             if follower is not None:
                 follower.cancel()
@@ -419,6 +432,10 @@ class Engine:
             if action is None:
                 return
             job = self._request(action, lane)
+            wait = self.politeness.admit(job.origin, self.now())
+            if wait:
+                self._defer(job, lane, wait)   # the origin's request rate: not yet
+                return
             conn = lane.conn
             if conn is None or not conn.usable or conn.origin != job.origin:
                 if lane.outstanding > 1:  # (this job already counts as outstanding)
@@ -437,7 +454,7 @@ class Engine:
         piece = action.piece if isinstance(action, Cut) else action
         job = RangeJob(piece.file, lane, piece.start, piece.end, piece.ranged, report=self.reports.report,
                        journal_every=self.options.journal_every, small_body=self.options.small_error_body,
-                       access=self.access, limiter=self.limiter)
+                       access=self.access, limiter=self.limiter, pace=self._pace)
         if piece.whole_stream:
             piece.file.full_job = job
         if isinstance(action, Cut):
@@ -448,6 +465,44 @@ class Engine:
             self._emit("steal", file=piece.file.relpath, replica=lane.replica,
                        victim_replica=victim.replica, start=action.at, end=old_end)
         return job
+
+    def _defer(self, job: RangeJob, lane: Lane, wait: float) -> None:
+        """The origin's pace does not admit ``job`` yet (``politeness``): it goes back to its file,
+        and the lane is woken when a request may go. A pause (a second or more: Retry-After) also
+        holds the file back, so that the lane takes another origin's file meanwhile. An origin
+        given up fails the job's file with the reason."""
+        if wait == math.inf:
+            reason = self.politeness.refusal(job.origin) or f"{job.origin}: given up"
+            self.reports.report(job, Failed(HTTPError(f"{job.file.relpath}: {reason}", retryable=False)))
+            return
+        self._unassign(job)
+        now = self.now()
+        if wait >= 1.0:
+            job.file.not_before = max(job.file.not_before, now + wait)
+        at = now + wait + self.options.timer_slack
+        timer = self._pace_timers.get(lane)
+        if timer is not None and timer.when() <= at:
+            return   # (woken by then anyway: it asks again)
+        if timer is not None:
+            timer.cancel()
+        self._pace_timers[lane] = self._loop.call_at(at, self._pace_wake, lane)
+
+    def _pace_wake(self, lane: Lane) -> None:
+        self._pace_timers.pop(lane, None)
+        lane.wake.set()
+
+    def _pace(self, job: RangeJob, status: int, headers: dict[str, str]) -> None:
+        """An answer's head (``RangeJob.on_headers``): what it says of the origin's request limit."""
+        hint = rate_hint(headers, time.time())
+        change = self.politeness.answered(job.origin, status, hint, self.now(), job.t_sent)
+        if change is None:
+            return
+        if isinstance(change, Refused):
+            self._emit("warning", reason=change.reason)
+            return
+        self._emit("rate_limited", origin=str(job.origin),
+                   rps=None if change.rate is None else round(change.rate, 2),
+                   pause=None if change.pause is None else round(change.pause, 3), reason=change.reason)
 
     async def _connect(self, lane: Lane, job: RangeJob) -> bool:
         if lane.conn is not None:

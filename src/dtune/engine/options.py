@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dtune.engine.politeness import RateCap
 from dtune.params import DEFAULT_SPLIT_THRESHOLD, MIB
 
 KIB = 1024
@@ -61,7 +62,9 @@ class EngineOptions:
     backoff_max: float = 30.0
     backoff_jitter: float = 0.25      # each delay is scaled by a random factor in [1 - j, 1 + j], so that
                                       # files failing together do not all come back at the same instant
-    retry_after_max: float = 300.0    # longest Retry-After we honour
+    retry_after_max: float = 300.0    # longest wait a server may ask for (Retry-After, a spent quota's
+                                      # reset), --max-retry-after: a longer one fails that origin's files
+                                      # at once, naming it (a day's Retry-After held a run for a day)
     outage_grace: float = 3.0         # an origin that served bytes and then sent nothing on any connection
                                       # for longer than this is in an outage (the path or the server went
                                       # away): a network failure then costs its file no retry …
@@ -120,6 +123,9 @@ class EngineOptions:
     max_per_origin: int = 0           # connections open (or being opened) to one origin at once, whatever
                                       # the parameters ask (--max-connections-per-host): a lane that would
                                       # exceed it waits until one closes. 0: no cap
+    max_rps: tuple[RateCap, ...] = ()  # --max-rps ORIGIN=N: requests/s an origin's bucket starts at and
+                                      # never exceeds (engine/politeness.py); other origins have none
+                                      # until they answer a limit (429, 503 with Retry-After)
     # ---- the rate limit (engine/limiter.py) ----
     limit_rate: int = 0               # bytes/s of goodput for the whole transfer, all connections and
                                       # replicas together (--limit-rate; curl, wget and aria2c limit per

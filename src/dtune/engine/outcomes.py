@@ -37,10 +37,15 @@ response reveals as they arrive, and how the request ended:
                                                                 (no pause: its other files use it)
           otherwise ........................................... FailFile
         disk error, or an HTTP error retrying cannot mend ..... FailFile
+        the server asked to wait longer than retry_after_max
+          (--max-retry-after), or its origin was given up ..... FailFile, naming the wait
         innocent (a redirect; or the connection died because
           of another request before this one was answered) .... Requeue, no penalty
         several replicas, another one in service .............. Requeue (the replica's
           failure is counted; N in a row pause it, doubling) .. + its pause
+        a request limit (429, 503 with Retry-After) from an
+          origin whose pace (``politeness``) now waits ........ Retry when it lets a request
+                                                                go, not counted
         the file already waits out a backoff .................. Retry when it ends, not
                                                                 counted again
         a network failure from an origin silent on every
@@ -233,6 +238,10 @@ class Failure:
     renewals: int = 0         # renewals of the replica's link in a row that brought no byte
     others: int = 0           # other replicas that still serve the file
     dropped: bool = False     # the request's replica no longer serves the file
+    paced: float | None = None  # a request limit (429, 503 with Retry-After): seconds before the
+                                # origin's pace (``politeness``) lets a request go. Not the file's
+                                # fault: not counted (the controller gives the origin up instead)
+    refused: str | None = None  # the origin was given up (``Politeness.refusal``): why
 
 
 def permanent(error: Exception) -> bool:
@@ -254,6 +263,12 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         return refused
     if permanent(fail.error):
         return FailFile(str(fail.error))
+    retry_after = getattr(fail.error, "retry_after", None)
+    if fail.refused is not None:
+        return FailFile(f"{fail.error}; {fail.refused}")
+    if retry_after is not None and retry_after > options.retry_after_max:
+        return FailFile(f"{fail.error}; the server asked to wait {retry_after:.0f} s (Retry-After): more "
+                        f"than --max-retry-after {options.retry_after_max:g} s; try later or raise it")
     if fail.innocent:
         return Requeue()
     pause = None
@@ -261,6 +276,9 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         pause = health.failed(fail.replica, now)
         if health.others_serving(fail.replica, now):
             return Requeue(pause, penalised=True)  # another replica can take these bytes now
+    if fail.paced is not None:
+        # the origin limits requests: its pace holds every request to it, this one's included
+        return Retry(max(fail.paced, fail.waiting), fail.failures, pause)
     if fail.waiting > 0:
         # the file already waits out a backoff for a failure of another of its requests: the same
         # failure (a stall drops every connection of the file in one tick), not one more
@@ -274,7 +292,7 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
     if failures > options.retries:
         return FailFile(f"{fail.error} (gave up after {options.retries} retries)", penalised=True,
                         pause=pause)
-    delay = backoff(failures, getattr(fail.error, "retry_after", None), options, jitter)
+    delay = backoff(failures, retry_after, options, jitter)
     return Retry(delay, failures, pause)
 
 
@@ -300,7 +318,8 @@ def refusal(fail: Failure, options: EngineOptions) -> Requeue | Renew | DropRepl
 
 
 def backoff(failures: int, retry_after: float | None, options: EngineOptions, jitter: float = 1.0) -> float:
-    """Seconds before the next try: Retry-After (capped), else exponential from ``backoff_base``.
+    """Seconds before the next try: Retry-After (``after_failure`` fails a longer one than
+    ``retry_after_max``), else exponential from ``backoff_base``.
 
     ``jitter`` is the random factor in [1 - backoff_jitter, 1 + backoff_jitter] the engine drew.
     """

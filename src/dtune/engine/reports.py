@@ -52,6 +52,7 @@ from dtune.engine.outcomes import (
     after_failure,
     after_not_modified,
 )
+from dtune.engine.politeness import Politeness, is_limit
 from dtune.engine.request import RangeJob
 from dtune.engine.scheduler import Scheduler, give_back
 from dtune.errors import DiskError
@@ -92,7 +93,8 @@ class FileReports:
     def __init__(self, options: EngineOptions, files: list[FileState], scheduler: Scheduler,
                  health: ReplicaHealth, outage: OutageProbe, acct: Accounting, lanes: LaneControl, *,
                  clock: Callable[[], float], loop: asyncio.AbstractEventLoop,
-                 emit: Callable[..., None], on_file_ended: Callable[[], None]) -> None:
+                 emit: Callable[..., None], on_file_ended: Callable[[], None],
+                 pace: Politeness | None = None) -> None:
         self.options = options
         self.files = files
         self.scheduler = scheduler
@@ -104,6 +106,7 @@ class FileReports:
         self._loop = loop
         self._emit = emit
         self._on_file_ended = on_file_ended
+        self.pace = pace   # each origin's request rate (``politeness``): a limit answer is its to pace
         self.committer = Committer(options.commit_batch, self._committed)
 
     # ---- reports from requests --------------------------------------------------------
@@ -219,6 +222,10 @@ class FileReports:
             self._served(job)
         now = self.now()
         rep = f.replicas[job.replica]
+        paced = refused = None
+        if self.pace is not None and is_limit(job.status, getattr(exc, "retry_after", None)):
+            refused = self.pace.refusal(job.origin)
+            paced = self.pace.wait(job.origin, now)
         fail = Failure(exc, superseded=job.superseded, active=f.status == "active", complete=f.complete,
                        innocent=job.redirected or (getattr(exc, "innocent", False) and job.status == 0),
                        gained=f.done.total() > before and getattr(exc, "progress", True),
@@ -227,7 +234,7 @@ class FileReports:
                        replica=job.replica if len(f.replicas) > 1 else None,
                        via_redirect=job.url != rep.original, renewed=job.url != rep.url,
                        renewals=rep.renewals, others=self._others(f, job.replica),
-                       dropped=not f.serves(job.replica))
+                       dropped=not f.serves(job.replica), paced=paced, refused=refused)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
         if action is None:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 ReportSink = Callable[["RangeJob", Report], None]
+PaceHook = Callable[["RangeJob", int, dict[str, str]], None]   # (job, status, headers)
 
 
 NEVER = 1 << 62   # a byte position no file reaches
@@ -72,15 +73,17 @@ class RangeJob:
     __slots__ = ("report", "file", "lane", "meter", "start", "end", "pos", "first", "ranged",
                  "request", "discard", "error", "superseded", "redirected", "journaled", "status",
                  "fd", "gen", "replica", "origin", "t_sent", "url", "cut", "journal_every",
-                 "small_body", "conditional", "limiter", "if_range", "lead_at", "leading", "access", "login", "login_to")
+                 "small_body", "conditional", "limiter", "if_range", "lead_at", "leading", "access", "login",
+                 "login_to", "pace")
 
     def __init__(self, file: FileState, lane: Lane, start: int, end: int | None, ranged: bool, *,
                  report: ReportSink, journal_every: int, small_body: int, access: Access = DIRECT,
-                 limiter: RateLimiter | None = None) -> None:
+                 limiter: RateLimiter | None = None, pace: PaceHook | None = None) -> None:
         self.report = report
         self.access = access      # its jar keeps every Set-Cookie; a login redirect waits (``login``)
         self.login: asyncio.Future[bool] | None = None
         self.login_to = ""        # the redirect's Location, followed if the login was none
+        self.pace = pace          # every answer's status and headers, for the origin's request rate
         self.limiter = limiter    # --limit-rate: every body byte written takes a token
         self.file = file
         self.lane = lane
@@ -139,6 +142,8 @@ class RangeJob:
         self.status = status
         if "set-cookie" in headers:
             self.access.received(self.origin, split_url(self.url)[1], headers)
+        if self.pace is not None:
+            self.pace(self, status, headers)   # (engine.politeness: 429s, quota headers)
         try:
             return self._accept(status, headers)
         except DtuneError as exc:

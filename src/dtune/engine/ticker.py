@@ -49,7 +49,7 @@ class Ticker:
     def __init__(self, options: EngineOptions, acct: Accounting, scheduler: Scheduler,
                  outage: OutageProbe, files: list[FileState], lanes: LaneHousing, *,
                  clock: Callable[[], float], control_listeners: list[Listener],
-                 tick_listeners: list[Listener]) -> None:
+                 tick_listeners: list[Listener], paced: Callable[[float], bool] | None = None) -> None:
         self.options = options
         self.acct = acct
         self.scheduler = scheduler
@@ -59,6 +59,7 @@ class Ticker:
         self.clock = clock
         self.control_listeners = control_listeners
         self.tick_listeners = tick_listeners
+        self.paced = paced   # does an origin's request rate hold requests back now (``politeness``)?
 
     async def run(self) -> None:
         opts, acct, scheduler, housing = self.options, self.acct, self.scheduler, self.housing
@@ -71,6 +72,7 @@ class Ticker:
             scheduler.rtt = rtt or acct.rtt_median()
             acct.live(rtt, note_alive(housing.lanes(), alive, now,
                                       max(STALLED_MIN, STALLED_RTTS * (scheduler.rtt or 0.0))))
+            acct.paced = self.paced is not None and self.paced(now)
             snap = acct.snapshot(now)
             self.note_remaining(snap)  # (every control tick: the closing ranges follow the end closely)
             for listener in list(self.control_listeners):

@@ -140,14 +140,14 @@ def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(min(int(value), 24 * 3600))
+    if value.isascii() and value.isdigit():   # (str.isdigit alone takes "²" and other digits)
+        return float(min(int(value[:12]), 24 * 3600))
     try:
         import email.utils  # (only for a Retry-After date: its import is start-up time)
 
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+        if when is None:
+            return None
+        return max(0.0, when.timestamp() - now_epoch)
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - now_epoch)

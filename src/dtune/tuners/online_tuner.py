@@ -160,7 +160,10 @@ class OnlineTuner(Tuner):
                 left = bytes_left / snap.rate if snap.rate > 0 else None
             step = self.search_.observe(now, snap.bytes, snap.rtt_live or snap.rtt or self.rtt_,
                                         connections=snap.connections, seconds_left=left,
-                                        bytes_left=bytes_left, stalled=snap.stalled)
+                                        bytes_left=bytes_left,
+                                        # (a host's request limit sets the goodput while it holds
+                                        # requests back: no window is judged on it, as in a stall)
+                                        stalled=snap.stalled or snap.paced)
             if step is not None:
                 reasons.append(step.reason)
                 event = step.event

@@ -57,11 +57,21 @@ def test_superseded_wins_over_a_permanent_error_and_inactive_over_everything_els
     assert after_failure(Failure(disk, active=False), OPTS) is None
 
 
-def test_retry_after_is_honoured_and_capped() -> None:
+def test_retry_after_is_honoured_and_one_beyond_max_retry_after_fails_the_file_naming_it() -> None:
     err = HTTPError("a.bin: server answered 429", status=429, retry_after=7.0)
     assert after_failure(Failure(err), OPTS) == Retry(7.0, 1)
     err = HTTPError("a.bin: server answered 429", status=429, retry_after=3600.0)
-    assert after_failure(Failure(err), OPTS) == Retry(300.0, 1)
+    action = after_failure(Failure(err), OPTS)
+    assert isinstance(action, FailFile)
+    assert "asked to wait 3600 s (Retry-After): more than --max-retry-after 300 s" in action.reason
+
+
+def test_a_paced_limit_waits_for_the_origin_without_counting_and_a_refused_origin_fails() -> None:
+    err = HTTPError("a.bin: server answered 429", status=429)
+    assert after_failure(Failure(err, failures=2, paced=0.4), OPTS) == Retry(0.4, 2)
+    assert after_failure(Failure(err, failures=2, paced=0.4, waiting=1.0), OPTS) == Retry(1.0, 2)
+    refused = after_failure(Failure(err, paced=0.0, refused="http://h asked to wait 86400 s"), OPTS)
+    assert isinstance(refused, FailFile) and "asked to wait 86400 s" in refused.reason
 
 
 @pytest.mark.parametrize(("failures", "jitter", "want"), [

@@ -83,7 +83,7 @@ def nginx_config(work: str | os.PathLike[str], sites: Mapping[str, Sequence[List
                  log_format: str | None = None, sendfile: bool = False, tcp_nopush: bool = False,
                  keepalive_requests: int | None = None, keepalive_timeout: int | None = None,
                  worker_connections: int = WORKER_CONNECTIONS, master_process: bool = True,
-                 user: str | None = None, comment: str = "") -> str:
+                 user: str | None = None, comment: str = "", http_extra: str = "") -> str:
     """nginx.conf text: one ``server`` per ``sites`` key (its ``listen`` address, ``HOST:PORT``).
 
     ``log_format`` (nginx variables, quoted for it here) turns the access
@@ -112,6 +112,8 @@ def nginx_config(work: str | os.PathLike[str], sites: Mapping[str, Sequence[List
     if keepalive_requests is not None:
         http.append(f"keepalive_requests {keepalive_requests};")
     http += [f"{kind}_temp_path {work}/tmp-{kind};" for kind in TEMP_PATHS]
+    if http_extra:   # more http-level directives (a limit_req_zone)
+        http.append(http_extra)
     servers = "".join(f"    server {{\n        listen {listen};\n{''.join(x.block() for x in listings)}    }}\n"
                       for listen, listings in sites.items())
     return "\n".join(head) + "\nhttp {\n" + "".join(f"    {line}\n" for line in http) + servers + "}\n"
