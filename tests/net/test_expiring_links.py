@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -44,7 +45,28 @@ SECRET = "dtune-link-secret"
 LIFETIME = 1  # seconds a link is valid
 
 
-class Redirector:
+class Loopback:
+    """A ``ThreadingHTTPServer`` on 127.0.0.1 in a thread, for the duration of a ``with``."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Redirector(Loopback):
     """``GET /<path>`` → 302 to ``make_link(path)``, a fresh link each time (``asked`` counts)."""
 
     def __init__(self, make_link: Callable[[str], str]) -> None:
@@ -67,21 +89,8 @@ class Redirector:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler)
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Redirector:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # ---- 1. nginx secure_link ----------------------------------------------------------------------------
@@ -156,7 +165,7 @@ def test_an_expiring_signed_link_is_renewed_from_the_data_url_and_the_file_is_ex
 
 
 # ---- 2. moto's S3, presigned -------------------------------------------------------------------------
-class ExpiryGate:
+class ExpiryGate(Loopback):
     """A pass-through to moto that answers S3's 403 "Request has expired" once a presigned URL's
     ``X-Amz-Date + X-Amz-Expires`` has passed (moto does not check it)."""
 
@@ -206,21 +215,8 @@ class ExpiryGate:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.serve(Handler)
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> ExpiryGate:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def test_a_presigned_s3_url_that_expires_is_renewed_and_the_object_is_exact(

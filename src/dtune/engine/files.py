@@ -462,13 +462,17 @@ class FileState:
         return http_time(seen.last_modified) if seen is not None else None
 
     def _reject(self, reason: str) -> str:
+        self.remove_working_files()
+        return reason
+
+    def remove_working_files(self) -> None:
+        """Close the part file and remove it and its journal (what is missing is no matter)."""
         self.close_files()
         for path in (self.part_path, self.journal_path):
             try:
                 os.unlink(path)
             except OSError:
                 pass
-        return reason
 
 
 def commit_batch(files: list[FileState]) -> list[str | None]:

@@ -240,10 +240,5 @@ class StreamedFile(FileState):
         return self.stream.verdict(self)
 
     def finish(self) -> str | None:
-        self.close_files()
-        for path in (self.part_path, self.journal_path):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        self.remove_working_files()
         return None
