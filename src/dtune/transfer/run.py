@@ -4,7 +4,10 @@ The CLI, ``dtune.get``, fsspec, pooch and a cluster's workers all come through h
 
     warnings → (dry run: list and stop) → lock DIR → list → place → fetch → history → summary
 
-A request with a ``Shard`` (a cluster worker's share) skips to fetch: its parent listed,
+A stream (``request.stream``, ``-o -``) takes a private temporary directory in place of
+DIR, whose one file goes to the descriptor in order (``engine.stream``); ``--cookies`` is
+saved back at the end. A request with a ``Shard`` (a cluster worker's share) skips to
+fetch: its parent listed,
 placed, locked and records. A ``ScaleOut`` (``dtune.cluster``) takes the listing and the
 fetch to a cluster's workers; the front end picks it, this module never imports it.
 """
