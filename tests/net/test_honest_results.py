@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.fakeserver import FakeServer
+from support.fakeserver import FakeServer, Rule
 from support.harness import run_get
+from support.realservers import free_port
 
 
 def test_two_sources_for_one_output_path_exit_2_naming_both_before_any_byte(
@@ -36,3 +37,32 @@ def test_a_url_list_giving_two_files_one_out_name_exits_2_and_mirrors_on_one_lin
         assert done.code == 0, done.stderr
         assert (tmp_path / "out2" / "same.bin").read_bytes() == b"one\n"
 
+
+def test_a_run_that_fails_before_any_byte_leaves_no_directory_it_made(tmp_path: Path, env: dict[str, str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}/data/x.bin"  # nobody listens there
+    out = tmp_path / "made" / "by" / "dtune"
+    done = run_get(env, [url], out, json_events=False)
+    assert done.code == 1, done.stderr
+    assert not (tmp_path / "made").exists()
+    with FakeServer({"/d/a.bin": b"a\n"}) as fake:  # nothing selected: "nothing to fetch"
+        done = run_get(env, [fake.base + "/d/"], out, "--exclude", "*", json_events=False)
+    assert done.code != 0, done.stderr
+    assert not (tmp_path / "made").exists()
+
+
+def test_a_failed_run_keeps_a_directory_the_user_had_and_one_that_holds_anything(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    url = f"http://127.0.0.1:{free_port()}/data/x.bin"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert run_get(env, [url], mine, json_events=False).code == 1
+    assert mine.is_dir()
+    (mine / "sub").mkdir()
+    assert run_get(env, [url], mine / "sub", json_events=False).code == 1
+    assert (mine / "sub").is_dir()
+    with FakeServer({"/d/ok.bin": b"fine\n", "/d/cut.bin": b"x" * 300_000}) as fake:
+        fake.rules["/d/cut.bin"] = Rule(cut_at=100_000)
+        out = tmp_path / "new"
+        done = run_get(env, [fake.base + "/d/"], out, "--retries", "1", json_events=False)
+    assert done.code == 1, done.stderr
+    assert (out / "ok.bin").read_bytes() == b"fine\n"  # a failed run that moved bytes keeps them

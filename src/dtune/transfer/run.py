@@ -86,22 +86,29 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
     if request.stream is not None:
         result = await _streamed(request, emit, on_progress)
     else:
+        made = _missing_dirs(request.outdir)
         try:
             os.makedirs(request.outdir, exist_ok=True)
             lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
         except OSError as exc:
+            if made:
+                remove_empty_dirs(made)
             raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
         if lock is None:
             emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
                                                  f"here; do not run two transfers into it at once"})
+        ok = False
         try:
             if scale_out is not None:
                 result = await scale_out.fetch(request, emit, on_progress)
             else:
                 result = await _list_and_fetch(request, emit, on_progress)
+            ok = result.ok
         finally:
             if lock is not None:
                 os.close(lock)
+            if not ok and made:
+                remove_empty_dirs(made)
     _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
@@ -122,6 +129,36 @@ async def _streamed(request: TransferRequest, emit: EventSink, on_progress: Prog
                                                                              request.options.stream_window))
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def _missing_dirs(outdir: str) -> list[str]:
+    """The directories ``os.makedirs(outdir)`` would create, deepest first (none when it exists)."""
+    missing = []
+    path = os.path.abspath(outdir)
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def remove_empty_dirs(made: list[str]) -> None:
+    """After a failed run, remove the directories it created (``made``, deepest first) that it left
+    empty: the empty directories under the output directory first (all made by this run, which held
+    its lock), then the output directory and the parents made for it. ``rmdir`` only: a directory
+    holding anything (a part file kept for a resume, a file done) stays, and so do its parents."""
+    top = made[0]
+    for dirpath, _dirs, _files in os.walk(top, topdown=False):  # (symlinks not followed)
+        if dirpath != top:
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+    for path in made:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
 
 
 def _save_cookies(request: TransferRequest, emit: EventSink) -> None:
