@@ -3,10 +3,16 @@ failed run leaves behind."""
 
 from __future__ import annotations
 
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import pytest
 from support.fakeserver import FakeServer, Rule
-from support.harness import run_get
+from support.harness import default_sigint, run_get
 from support.realservers import free_port
 
 
@@ -66,3 +72,29 @@ def test_a_failed_run_keeps_a_directory_the_user_had_and_one_that_holds_anything
         done = run_get(env, [fake.base + "/d/"], out, "--retries", "1", json_events=False)
     assert done.code == 1, done.stderr
     assert (out / "ok.bin").read_bytes() == b"fine\n"  # a failed run that moved bytes keeps them
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupted_run_is_recorded_in_the_history_with_its_status_and_what_it_moved(
+        signum: int, code: int, tmp_path: Path, env: dict[str, str]) -> None:
+    db = tmp_path / "history.db"
+    with FakeServer({"/big.bin": b"z" * (8 << 20)}, rate=400_000) as fake:
+        proc = subprocess.Popen([sys.executable, "-m", "dtune", "get", fake.base + "/big.bin", "-o",
+                                 str(tmp_path / "out"), "--history", str(db), "--json", "--no-progress"],
+                                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not list((tmp_path / "out").glob("*.dtune-part")):
+            time.sleep(0.05)
+        time.sleep(1.5)  # some bytes moved
+        proc.send_signal(signum)
+        _stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT exit_status, bytes, source FROM transfers").fetchall()
+    assert len(rows) == 1, rows
+    status, moved, source = rows[0]
+    assert status == 130
+    assert moved is not None and 0 < moved < 8 << 20
+    assert source.endswith("/big.bin")

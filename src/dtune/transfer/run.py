@@ -83,32 +83,19 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         # recording into another database needs SQLAlchemy (~0.1 s to import): load it while
         # the transfer waits on the network (a SQLite history needs only sqlite3)
         threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
-    if request.stream is not None:
-        result = await _streamed(request, emit, on_progress)
-    else:
-        made = _missing_dirs(request.outdir)
-        try:
-            os.makedirs(request.outdir, exist_ok=True)
-            lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
-        except OSError as exc:
-            if made:
-                remove_empty_dirs(made)
-            raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
-        if lock is None:
-            emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
-                                                 f"here; do not run two transfers into it at once"})
-        ok = False
-        try:
-            if scale_out is not None:
-                result = await scale_out.fetch(request, emit, on_progress)
-            else:
-                result = await _list_and_fetch(request, emit, on_progress)
-            ok = result.ok
-        finally:
-            if lock is not None:
-                os.close(lock)
-            if not ok and made:
-                remove_empty_dirs(made)
+    seen: list[Snapshot] = []  # the engine's last snapshot: what an interrupted run had moved
+
+    def progress(snap: Snapshot) -> None:
+        seen[:] = [snap]
+        if on_progress is not None:
+            on_progress(snap)
+
+    try:
+        result = await _run_locked(request, emit, progress, scale_out)
+    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP
+        if request.record_history:
+            emit(record_interrupted(request, seen[-1] if seen else None, started_at=clock.started_at))
+        raise
     _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
@@ -116,6 +103,39 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
                                      started_at=clock.started_at))
     result.summary = summary_event(result, seconds)
     emit(result.summary)
+    return result
+
+
+async def _run_locked(request: TransferRequest, emit: EventSink, on_progress: ProgressSink,
+                      scale_out: ScaleOut | None) -> TransferResult:
+    """``run`` from its output directory on: made (or a stream's private one) and locked, the
+    sources listed and fetched; the directories made are removed again when the run fails and
+    left them empty (``remove_empty_dirs``)."""
+    if request.stream is not None:
+        return await _streamed(request, emit, on_progress)
+    made = _missing_dirs(request.outdir)
+    try:
+        os.makedirs(request.outdir, exist_ok=True)
+        lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
+    except OSError as exc:
+        if made:
+            remove_empty_dirs(made)
+        raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
+    if lock is None:
+        emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
+                                             f"here; do not run two transfers into it at once"})
+    ok = False
+    try:
+        if scale_out is not None:
+            result = await scale_out.fetch(request, emit, on_progress)
+        else:
+            result = await _list_and_fetch(request, emit, on_progress)
+        ok = result.ok
+    finally:
+        if lock is not None:
+            os.close(lock)
+        if not ok and made:
+            remove_empty_dirs(made)
     return result
 
 
@@ -216,6 +236,30 @@ def record(request: TransferRequest, result: TransferResult, *, status: int, sta
         return {"event": "history", "id": save_transfer(result, info, request.history)}
     except DtuneError as exc:
         return {"event": "warning", "reason": f"transfer history not written: {exc}"}
+
+
+INTERRUPTED = 130  # the exit status an interrupted run is recorded with (Ctrl-C's; SIGTERM's too)
+RECORD_WAIT = 5.0  # seconds an interrupted run waits for its history row before it exits anyway
+
+
+def record_interrupted(request: TransferRequest, snapshot: Snapshot | None, *, started_at: float,
+                       wait: float = RECORD_WAIT) -> dict:
+    """Record an interrupted transfer (``exit_status`` 130) with what it had moved (the engine's
+    last ``snapshot``; a row of its request alone when there is none) and return the event that
+    says so. Bounded: the row is written in a thread waited for at most ``wait`` seconds (a
+    database that does not answer must not hold the exit), then a warning says it was not."""
+    box: list[dict] = []
+    result = TransferResult(snapshot=snapshot)
+
+    def write() -> None:
+        box.append(record(request, result, status=INTERRUPTED, started_at=started_at))
+
+    thread = threading.Thread(target=write, name="dtune-history-interrupted", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if box:
+        return box[0]
+    return {"event": "warning", "reason": f"transfer history not written: no answer within {wait:g} s"}
 
 
 def _preload_history() -> None:
