@@ -35,3 +35,12 @@ def test_a_history_that_does_not_answer_holds_the_exit_no_longer_than_the_bound(
     release.set()
     assert time.monotonic() - started < 2
     assert event == {"event": "warning", "reason": "transfer history not written: no answer within 0.2 s"}
+
+
+def test_an_unexpected_error_while_recording_is_a_warning_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("no table")
+
+    monkeypatch.setattr(run_module, "record", broken)
+    event = run_module.record_interrupted("request", None, started_at=0.0)  # type: ignore[arg-type]
+    assert event == {"event": "warning", "reason": "transfer history not written: RuntimeError: no table"}

@@ -252,7 +252,10 @@ def record_interrupted(request: TransferRequest, snapshot: Snapshot | None, *, s
     result = TransferResult(snapshot=snapshot)
 
     def write() -> None:
-        box.append(record(request, result, status=INTERRUPTED, started_at=started_at))
+        try:
+            box.append(record(request, result, status=INTERRUPTED, started_at=started_at))
+        except Exception as exc:  # (a thread's traceback must not be the last word of a stopped run)
+            box.append({"event": "warning", "reason": f"transfer history not written: {type(exc).__name__}: {exc}"})
 
     thread = threading.Thread(target=write, name="dtune-history-interrupted", daemon=True)
     thread.start()
