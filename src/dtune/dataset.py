@@ -60,6 +60,8 @@ class Dataset:
     warnings: list[str] = field(default_factory=list)
     unlisted: list[tuple[str, str]] = field(default_factory=list)  # (relpath/ of a directory that
                                                                    # could not be listed, why)
+    collisions: list[tuple[str, str, str]] = field(default_factory=list)  # (relpath, the first URL, another
+                                                                          # file's URL listed for the same path)
 
     @property
     def total_bytes(self) -> int | None:

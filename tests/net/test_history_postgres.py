@@ -287,3 +287,28 @@ def test_history_import_list_show_export_and_model_build_work_on_postgresql(pg: 
     assert model.is_file() and json.loads(model.read_text())
     for text in (done.stdout, done.stderr):
         assert postgres_server.password not in text
+
+
+def test_non_finite_numbers_in_json_fields_round_trip_through_postgresql_and_its_csv(pg: str) -> None:
+    """PostgreSQL's JSON refuses Python's bare ``Infinity``: the history writes the strings
+    "Infinity", "-Infinity", "NaN" and reads them back as the floats (``history.row.json_text``)."""
+    import io  # (this test only)
+    import math  # (this test only)
+
+    from support.history import make_record  # (this test only)
+
+    params = {"thr": math.inf, "low": [-math.inf, math.nan], "name": "ok"}
+    with open_store(pg) as store:
+        row_id = store.record(make_record(params_json=params, tuner_settings={"eta": math.inf}),
+                              [{"t": 1.0, "bytes": 1, "rate_mbps": 0.1, "params": {"r": -math.inf}}])
+        row = store.get(row_id)
+        assert row is not None
+        assert row.params_json["thr"] == math.inf and row.params_json["low"][0] == -math.inf
+        assert math.isnan(row.params_json["low"][1]) and row.params_json["name"] == "ok"
+        assert row.tuner_settings == {"eta": math.inf}
+        assert store.samples(row_id)[0]["params"] == {"r": -math.inf}
+        fh = io.StringIO()
+        store.export_csv(fh)
+        assert store.import_csv(io.StringIO(fh.getvalue()), "back.csv") == 1
+        again = store.list(limit=1)[0]
+    assert again.id != row_id and again.params_json["thr"] == math.inf and again.tuner_settings == {"eta": math.inf}

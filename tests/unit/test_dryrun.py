@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dtune.dataset import FileSpec
+import pytest
+
+from dtune.dataset import Dataset, FileSpec
 from dtune.engine.result import FileResult
+from dtune.errors import UsageError
 from dtune.transfer.dryrun import disk_states, listing, totals
+from dtune.transfer.listing import refuse_collisions
 
 ROWS = [FileResult("a.nc", "fetch", 1000), FileResult("dir/b c.nc", "skip", 2048),
         FileResult("big.nc", "resume", 3 * 1024 * 1024), FileResult("u.nc", "check", None),
@@ -50,3 +54,14 @@ def test_disk_states_read_the_output_directory_without_writing_to_it(tmp_path: P
     assert disk_states(specs, paths, update=True) == ["check", "fetch", "fetch", "check"]
     assert sorted(p.name for p in out.rglob("*")) == before
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_collision_is_refused_before_anything_with_both_sources_and_the_output_path() -> None:
+    ds = Dataset(collisions=[("a.bin", "http://h/x/a.bin?X-Amz-Signature=secret", "http://g/y/a.bin")])
+    with pytest.raises(UsageError) as caught:
+        refuse_collisions(ds, "out")
+    message = str(caught.value)
+    assert message.startswith("out/a.bin: both http://")
+    assert "h/x/a.bin?X-Amz-Signature=REDACTED and http://g/y/a.bin would be written there" in message
+    assert "secret" not in message
+    refuse_collisions(Dataset(), "out")  # none: nothing said

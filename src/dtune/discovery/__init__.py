@@ -181,6 +181,7 @@ class _Discovery:
         self._max_files = max_files
         self._single_source = single_source
         self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
+        self._mirrors_of: dict[str, list[str]] = {}  # relpath -> the mirrors of the file kept for it
         self.dataset = Dataset()
         self.tree = TreeWalk(self, self._call, select, mirrors, max_depth=max_depth, max_files=max_files,
                              listing_max_bytes=min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE)))
@@ -204,14 +205,18 @@ class _Discovery:
             return
         first = self._owner.get(spec.relpath)
         if first is not None:
-            if first[1] != spec.url:  # the same URL reached twice (a page linking deep and its sub-page) is fine
-                self.warn(f"duplicate {spec.relpath!r} from {source} (already from {first[0]}); keeping the first")
+            # the same URL reached twice (a page linking deep and its sub-page) is fine, and so is a
+            # mirror of the file already listed; another file for the same path is a collision
+            if first[1] != spec.url and spec.url not in self._mirrors_of[spec.relpath] \
+                    and first[1] not in spec.mirrors:
+                self.dataset.collisions.append((spec.relpath, first[1], spec.url))
             return
         if len(self.dataset.files) >= self._max_files:
             raise DiscoveryError(f"{source}: more than max_files={self._max_files} files; "
                                  "raise the limit to fetch them all")
         self._owner[spec.relpath] = (source, spec.url)
         spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
+        self._mirrors_of[spec.relpath] = spec.mirrors
         self.dataset.files.append(spec)
 
     def _take(self, relpath: str) -> bool:

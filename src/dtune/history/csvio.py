@@ -51,7 +51,15 @@ from collections.abc import Callable, Iterable
 from typing import IO
 
 from dtune.errors import DtuneError
-from dtune.history.row import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, JSON_COLUMNS, TransferRecord
+from dtune.history.row import (
+    COLUMNS,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    JSON_COLUMNS,
+    TransferRecord,
+    json_text,
+    json_value,
+)
 
 Convert = Callable[[str], object]
 
@@ -71,7 +79,7 @@ def _cell(name: str, value: object) -> str:
     if value is None:
         return ""
     if name in JSON_COLUMNS:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return json_text(value, sort_keys=True, separators=(",", ":"))
     if isinstance(value, float):
         return repr(value)   # shortest text that reads back to the same float
     return str(value)
@@ -107,7 +115,7 @@ def _float(text: str) -> float:
 
 def _json(text: str) -> object:
     try:
-        value = json.loads(text)
+        value = json_value(text)
     except json.JSONDecodeError as exc:
         raise _LineError(f"bad JSON ({exc.msg} at character {exc.pos})") from None
     if value is not None and not isinstance(value, dict):

@@ -14,14 +14,13 @@ here, so that one piece of code alters SQLite tables.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from dtune.errors import DtuneError
 from dtune.history import migrate
-from dtune.history.row import COLUMNS, JSON_COLUMNS, TransferRecord
+from dtune.history.row import COLUMNS, JSON_COLUMNS, TransferRecord, json_text
 
 SQLITE_BUSY_TIMEOUT = 30.0   # seconds: several `dtune get` may finish at once and all append
 
@@ -121,7 +120,7 @@ def record(path: Path, row: TransferRecord, samples: Iterable[dict] = ()) -> int
     values.pop("id")
     for col in JSON_COLUMNS:
         if values[col] is not None:
-            values[col] = json.dumps(values[col])
+            values[col] = json_text(values[col])
     cols = [c for c in COLUMNS if c != "id"]
     batch = [(float(s["t"]), int(s["bytes"]), s.get("rate_mbps"), _json(s.get("params", s.get("params_json"))))
              for s in samples]
@@ -236,4 +235,4 @@ def column_definitions() -> dict[str, dict[str, str]]:
 
 
 def _json(value: object) -> str | None:
-    return None if value is None else json.dumps(value)
+    return None if value is None else json_text(value)

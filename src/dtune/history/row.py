@@ -9,6 +9,8 @@ in ``schema.py``; a test keeps these kinds equal to the SQLAlchemy table's.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, fields
 
 ORIGINS = ("dtune", "import", "sweep")     # who produced the measurement
@@ -77,6 +79,41 @@ class TransferRecord:
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TransferRecord))
 JSON_COLUMNS = ("params_json", "tuner_settings")
+
+# JSON has no inf, -inf or nan (PostgreSQL refuses Python's ``Infinity``): in the history's JSON they
+# are these strings, read back as the floats they were (SQLite, PostgreSQL and CSV alike)
+NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _portable(value: object) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _portable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_portable(v) for v in value]
+    return value
+
+
+def _restored(value: object) -> object:
+    if isinstance(value, str):
+        return NON_FINITE.get(value, value)
+    if isinstance(value, dict):
+        return {k: _restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restored(v) for v in value]
+    return value
+
+
+def json_text(value: object, **kwargs: object) -> str:
+    """``value`` as strict JSON, its non-finite floats as the strings of ``NON_FINITE``."""
+    return json.dumps(_portable(value), allow_nan=False, **kwargs)  # type: ignore[arg-type]
+
+
+def json_value(text: str | bytes) -> object:
+    """The value ``json_text`` wrote (the strings of ``NON_FINITE`` as floats again); a bare
+    ``Infinity`` or ``NaN`` written before is read too."""
+    return _restored(json.loads(text))
 INT_COLUMNS = ("id", "file_count", "total_bytes", "tcp_buffer", "cc", "p", "pp", "cpu_num", "cpu_freq",
                "bytes", "files_ok", "files_failed", "retries", "exit_status")
 FLOAT_COLUMNS = ("avg_file_size", "rtt_ms", "bandwidth_mbps", "throughput_mbps", "duration_s", "energy_j")

@@ -40,6 +40,7 @@ from dtune.errors import DtuneError
 from dtune.history import migrate
 from dtune.history.csvio import read_csv, write_csv
 from dtune.history.lite import ENV_VAR, SQLITE_BUSY_TIMEOUT, default_path, migrate_sqlite
+from dtune.history.row import json_text, json_value
 from dtune.history.schema import COLUMNS, TransferRecord, metadata, schema_version, transfers
 from dtune.history.schema import samples as samples_table
 
@@ -108,7 +109,7 @@ def open_store(url: str | None = None) -> HistoryStore:
     elif backend == "postgresql" and "connect_timeout" not in resolved.query:
         kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     try:
-        engine = sa.create_engine(resolved, **kwargs)
+        engine = sa.create_engine(resolved, json_serializer=json_text, json_deserializer=json_value, **kwargs)
     except ImportError as exc:
         hint = f": {PG_DRIVER_HINT}" if backend == "postgresql" else ""
         raise DtuneError(f"history {name}: cannot open: {_reason(exc, resolved.password)} "

@@ -21,7 +21,7 @@ from dtune.dataset import FileSpec
 from dtune.engine.files import FileState
 from dtune.engine.result import FileResult, TransferResult
 from dtune.transfer.events import EventSink
-from dtune.transfer.listing import list_sources, place
+from dtune.transfer.listing import list_sources, place, refuse_collisions
 from dtune.transfer.request import TransferRequest
 from dtune.units import human_bytes
 
@@ -98,6 +98,7 @@ async def dry_run(request: TransferRequest, emit: EventSink) -> TransferResult:
     dataset = (await list_sources(request)).dataset
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
+    refuse_collisions(dataset, request.outdir)
     specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     states = await asyncio.to_thread(disk_states, specs, paths, request.options.update)
     result = TransferResult(dry_run=True)

@@ -22,11 +22,12 @@ from dtune.discovery.paths import Inside
 from dtune.discovery.urls import path_is_dir
 from dtune.engine.outcomes import backoff
 from dtune.engine.result import FileResult, TransferResult
-from dtune.errors import DtuneError, UnsafePathError
+from dtune.errors import DtuneError, UnsafePathError, UsageError
 from dtune.http.access import DIRECT
 from dtune.http.client import Fetcher
 from dtune.http.connection import Connection
 from dtune.http.message import Origin, split_url
+from dtune.http.redact import redact_url
 from dtune.http.warm import WarmPool
 from dtune.netprobe import measure_rtt
 from dtune.transfer.events import EventSink
@@ -137,6 +138,18 @@ def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[l
     return specs, paths
 
 
+def refuse_collisions(dataset: Dataset, outdir: str) -> None:
+    """UsageError when two different files would be written to one output path (before any byte
+    moves: the second would overwrite or be dropped), both sources named."""
+    if not dataset.collisions:
+        return
+    lines = [f"{Path(outdir) / relpath}: both {redact_url(first)} and {redact_url(other)} would be written there"
+             for relpath, first, other in dataset.collisions[:5]]
+    more = len(dataset.collisions) - len(lines)
+    raise UsageError("; ".join(lines) + (f" (and {more} more)" if more else "")
+                     + "; give each file its own name (out= in a URL list) or fetch them apart")
+
+
 def warn_unverifiable(specs: list, emit: EventSink) -> None:
     """Say before the transfer, not only after it, that files whose checksum is a crc32c cannot be
     verified without the optional crc32c package (they fail at verification, their bytes kept)."""
@@ -151,6 +164,7 @@ def placed(request: TransferRequest, dataset: Dataset, emit: EventSink) -> tuple
     DtuneError when there is nothing to fetch (and why)."""
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
+    refuse_collisions(dataset, request.outdir)
     specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
     warn_unverifiable(specs, emit)
     if not specs:

@@ -86,25 +86,19 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         # recording into another database needs SQLAlchemy (~0.1 s to import): load it while
         # the transfer waits on the network (a SQLite history needs only sqlite3)
         threading.Thread(target=_preload_history, name="dtune-history-import", daemon=True).start()
-    if request.stream is not None:
-        result = await _streamed(request, emit, on_progress)
-    else:
-        try:
-            os.makedirs(request.outdir, exist_ok=True)
-            lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
-        except OSError as exc:
-            raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
-        if lock is None:
-            emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
-                                                 f"here; do not run two transfers into it at once"})
-        try:
-            if scale_out is not None:
-                result = await scale_out.fetch(request, emit, on_progress)
-            else:
-                result = await _list_and_fetch(request, emit, on_progress)
-        finally:
-            if lock is not None:
-                os.close(lock)
+    seen: list[Snapshot] = []  # the engine's last snapshot: what an interrupted run had moved
+
+    def progress(snap: Snapshot) -> None:
+        seen[:] = [snap]
+        if on_progress is not None:
+            on_progress(snap)
+
+    try:
+        result = await _run_locked(request, emit, progress, scale_out)
+    except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP
+        if request.record_history:
+            emit(record_interrupted(request, seen[-1] if seen else None, started_at=clock.started_at))
+        raise
     _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
@@ -112,6 +106,39 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
                                      started_at=clock.started_at))
     result.summary = summary_event(result, seconds)
     emit(result.summary)
+    return result
+
+
+async def _run_locked(request: TransferRequest, emit: EventSink, on_progress: ProgressSink,
+                      scale_out: ScaleOut | None) -> TransferResult:
+    """``run`` from its output directory on: made (or a stream's private one) and locked, the
+    sources listed and fetched; the directories made are removed again when the run fails and
+    left them empty (``remove_empty_dirs``)."""
+    if request.stream is not None:
+        return await _streamed(request, emit, on_progress)
+    made = _missing_dirs(request.outdir)
+    try:
+        os.makedirs(request.outdir, exist_ok=True)
+        lock = lock_directory(request.outdir)  # two transfers into one directory would mix their part files
+    except OSError as exc:
+        if made:
+            remove_empty_dirs(made)
+        raise DiskError(f"output directory {request.outdir}: {exc.strerror or exc}") from None
+    if lock is None:
+        emit({"event": "warning", "reason": f"output directory {request.outdir}: cannot be locked "
+                                             f"here; do not run two transfers into it at once"})
+    ok = False
+    try:
+        if scale_out is not None:
+            result = await scale_out.fetch(request, emit, on_progress)
+        else:
+            result = await _list_and_fetch(request, emit, on_progress)
+        ok = result.ok
+    finally:
+        if lock is not None:
+            os.close(lock)
+        if not ok and made:
+            remove_empty_dirs(made)
     return result
 
 
@@ -125,6 +152,36 @@ async def _streamed(request: TransferRequest, emit: EventSink, on_progress: Prog
                                                                              request.options.stream_window))
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def _missing_dirs(outdir: str) -> list[str]:
+    """The directories ``os.makedirs(outdir)`` would create, deepest first (none when it exists)."""
+    missing = []
+    path = os.path.abspath(outdir)
+    while not os.path.lexists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return missing
+
+
+def remove_empty_dirs(made: list[str]) -> None:
+    """After a failed run, remove the directories it created (``made``, deepest first) that it left
+    empty: the empty directories under the output directory first (all made by this run, which held
+    its lock), then the output directory and the parents made for it. ``rmdir`` only: a directory
+    holding anything (a part file kept for a resume, a file done) stays, and so do its parents."""
+    top = made[0]
+    for dirpath, _dirs, _files in os.walk(top, topdown=False):  # (symlinks not followed)
+        if dirpath != top:
+            with contextlib.suppress(OSError):
+                os.rmdir(dirpath)
+    for path in made:
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
 
 
 def _save_cookies(request: TransferRequest, emit: EventSink) -> None:
@@ -182,6 +239,33 @@ def record(request: TransferRequest, result: TransferResult, *, status: int, sta
         return {"event": "history", "id": save_transfer(result, info, request.history)}
     except DtuneError as exc:
         return {"event": "warning", "reason": f"transfer history not written: {exc}"}
+
+
+INTERRUPTED = 130  # the exit status an interrupted run is recorded with (Ctrl-C's; SIGTERM's too)
+RECORD_WAIT = 5.0  # seconds an interrupted run waits for its history row before it exits anyway
+
+
+def record_interrupted(request: TransferRequest, snapshot: Snapshot | None, *, started_at: float,
+                       wait: float = RECORD_WAIT) -> dict:
+    """Record an interrupted transfer (``exit_status`` 130) with what it had moved (the engine's
+    last ``snapshot``; a row of its request alone when there is none) and return the event that
+    says so. Bounded: the row is written in a thread waited for at most ``wait`` seconds (a
+    database that does not answer must not hold the exit), then a warning says it was not."""
+    box: list[dict] = []
+    result = TransferResult(snapshot=snapshot)
+
+    def write() -> None:
+        try:
+            box.append(record(request, result, status=INTERRUPTED, started_at=started_at))
+        except Exception as exc:  # (a thread's traceback must not be the last word of a stopped run)
+            box.append({"event": "warning", "reason": f"transfer history not written: {type(exc).__name__}: {exc}"})
+
+    thread = threading.Thread(target=write, name="dtune-history-interrupted", daemon=True)
+    thread.start()
+    thread.join(wait)
+    if box:
+        return box[0]
+    return {"event": "warning", "reason": f"transfer history not written: no answer within {wait:g} s"}
 
 
 def _preload_history() -> None:

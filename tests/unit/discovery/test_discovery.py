@@ -177,14 +177,14 @@ def test_unsafe_names_in_json_and_html_listings_are_refused_too() -> None:
     web.add("http://h/h/", b'<a href="%2e%2e/">up</a><a href="..%2Fx">x</a><a href="%ff">bad</a>'
                            b'<a href="ok">ok</a>', HTML)
     ds = run(["http://h/j/", "http://h/h/"], web)
-    assert [f.url for f in ds.files] == ["http://h/j/ok", "http://h/h/ok"][:1]  # same relpath: first kept
+    assert [f.url for f in ds.files] == ["http://h/j/ok"]  # same relpath: a collision, kept apart
+    assert ds.collisions == [("ok", "http://h/j/ok", "http://h/h/ok")]
     assert ds.warnings == [
         "refusing '..' from http://h/j/: '..' component",
         "refusing '../x' from http://h/j/: '..' component",
         "refusing '..' from http://h/h/: '..' component",
         "refusing '../x' from http://h/h/: '..' component",
         "refusing '\\udcff' from http://h/h/: not valid UTF-8 (byte 0xFF)",
-        "duplicate 'ok' from http://h/h/ (already from http://h/j/); keeping the first",
     ]
     assert len(web.calls) == 2  # never fetched the '..' directories
 
@@ -515,3 +515,40 @@ def test_fetch_result_headers_are_lowercased_whatever_fetch_returns() -> None:
     web.add("http://h/d/", json.dumps([{"name": "a", "type": "file", "size": 1}]).encode(),
             {"Content-Type": "application/json"})
     assert [f.relpath for f in run(["http://h/d/"], web).files] == ["a"]
+
+
+# -- collisions: two files for one output path ---------------------------------------------------
+
+def test_two_different_files_for_one_path_are_a_collision_naming_both_urls() -> None:
+    web = FakeWeb()
+    web.add("http://h/x/", b'[{"name":"a.bin","type":"file","size":1}]', JSON)
+    web.add("http://g/y/", b'[{"name":"a.bin","type":"file","size":2},{"name":"b.bin","type":"file","size":1}]',
+            JSON)
+    ds = run(["http://h/x/", "http://g/y/"], web)
+    assert ds.collisions == [("a.bin", "http://h/x/a.bin", "http://g/y/a.bin")]
+    assert [f.relpath for f in ds.files] == ["a.bin", "b.bin"]
+
+
+def test_a_mirror_of_the_file_already_listed_is_not_a_collision() -> None:
+    web = FakeWeb()
+    listing = b'[{"name":"a.bin","type":"file","size":1}]'
+    web.add("http://h/x/", listing, JSON)
+    web.add("http://m/copy/", listing, JSON)
+    ds = run(["http://h/x/", "http://m/copy/"], web, mirrors=["http://m/copy/"])
+    assert ds.collisions == []
+    assert [(f.url, f.mirrors) for f in ds.files] == [("http://h/x/a.bin", ["http://m/copy/a.bin"])]
+
+
+def test_collisions_are_found_in_one_pass_over_many_files() -> None:
+    """A dict per relpath: 200,000 files with a collision at the end list in linear time."""
+    import time  # (only this test measures)
+
+    n = 200_000
+    names = [{"name": f"f{i}.bin", "type": "file", "size": 1} for i in range(n)]
+    web = FakeWeb()
+    web.add("http://h/x/", json.dumps(names).encode(), JSON)
+    web.add("http://g/y/", json.dumps(names[-1:]).encode(), JSON)
+    started = time.monotonic()
+    ds = run(["http://h/x/", "http://g/y/"], web)
+    assert ds.collisions == [(f"f{n - 1}.bin", f"http://h/x/f{n - 1}.bin", f"http://g/y/f{n - 1}.bin")]
+    assert time.monotonic() - started < 30
