@@ -172,6 +172,8 @@ class RangeJob:
             seen = Validators.of(headers)
             if seen is not None:
                 self._check_version(seen)
+        if status == 206 or status == 200:
+            self._check_codings(headers)
         if status == 206:
             return self._accept_partial(headers)
         if status == 200:
@@ -204,6 +206,21 @@ class RangeJob:
             raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers, sent)}", status=401, retryable=False)
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
+
+    def _check_codings(self, headers: dict[str, str]) -> None:
+        """The body must be the file's bytes: a transfer coding other than chunked (httptools
+        removes only that one), or a content coding dtune did not ask for, would be saved as the
+        file. Neither goes away by asking again: the file fails."""
+        f = self.file
+        te = headers.get("transfer-encoding")
+        if te is not None and [c.strip().lower() for c in te.split(",") if c.strip()] != ["chunked"]:
+            raise HTTPError(f"{f.relpath}: the server sent Transfer-Encoding: {te[:80]}; dtune does not "
+                            f"decode transfer codings other than chunked", retryable=False)
+        ce = headers.get("content-encoding")
+        if (ce is not None and ce.strip().lower() not in ("", "identity")
+                and b"\r\nAccept-Encoding: identity\r\n" in self.request):
+            raise HTTPError(f"{f.relpath}: the server sent Content-Encoding: {ce[:80]} though dtune asked "
+                            f"for identity; dtune does not save encoded bytes as the file", retryable=False)
 
     def _check_version(self, seen: Validators) -> None:
         """Every answer's validators (ETag, else Last-Modified) must match the first ones seen from
