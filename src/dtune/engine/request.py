@@ -35,6 +35,7 @@ from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error, write_all
 from dtune.http.access import DIRECT, Access
 from dtune.http.client import sign_in, unauthorized
+from dtune.http.connection import ConnectionClosed
 from dtune.http.message import (
     parse_content_range,
     parse_retry_after,
@@ -400,6 +401,13 @@ class RangeJob:
         if isinstance(exc, RangeCut) and self.pos == self.end:
             self.report(self, Finished())
             return
+        if (isinstance(exc, ConnectionClosed) and self.status in (200, 206) and not self.discard
+                and self.fd >= 0):
+            # the body ended before its framing said (a chunked body without its last chunk, or
+            # fewer bytes than Content-Length): say where; retried as any lost connection
+            of = f" of {self.end - self.first}" if self.end is not None else ""
+            exc = ProtocolError(f"{self.describe()}: the body ended after {self.pos - self.first}{of} bytes, "
+                                f"at byte {self.pos}, before its framing said ({exc})")
         self.report(self, Failed(exc))
 
     def save_progress(self) -> None:

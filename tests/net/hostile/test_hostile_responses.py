@@ -306,6 +306,15 @@ CASES = [
     Case("content-coding-unasked", "Content-Encoding: gzip on the file though dtune asked for identity", "fail",
          routed("urls", hs.headers_then_file([("Content-Encoding", "gzip")]), check=asked_times(1)),
          words=("Content-Encoding: gzip",), within=10),
+    Case("content-length-vs-range", "206 with the Content-Range asked for but Content-Length 50 (and 50 bytes), "
+         "every time", "fail",
+         routed("url", hs.content_range(lambda s, e, n: (s, s + 50, f"bytes {s}-{e - 1}/{n}")), BIG, check=retried),
+         words=("does not match",), within=30),
+    Case("chunked-cut", "200 with Transfer-Encoding: chunked and no size anywhere, one 1000-byte chunk, then "
+         "close, every time (--retries 1)", "fail",
+         routed("urls", hs.raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + SMALL[:1000]
+                               + b"\r\n"), check=asked_times(2)),
+         words=("ended", "connection"), within=30),
 ]
 
 
