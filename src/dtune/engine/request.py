@@ -35,6 +35,7 @@ from dtune.errors import DtuneError, HTTPError, ProtocolError, RangeCut
 from dtune.fileio import disk_error, write_all
 from dtune.http.access import DIRECT, Access
 from dtune.http.client import sign_in, unauthorized
+from dtune.http.connection import ConnectionClosed
 from dtune.http.message import (
     parse_content_range,
     parse_retry_after,
@@ -172,6 +173,8 @@ class RangeJob:
             seen = Validators.of(headers)
             if seen is not None:
                 self._check_version(seen)
+        if status == 206 or status == 200:
+            self._check_codings(headers)
         if status == 206:
             return self._accept_partial(headers)
         if status == 200:
@@ -204,6 +207,21 @@ class RangeJob:
             raise HTTPError(f"{f.relpath}: {unauthorized(self.origin, headers, sent)}", status=401, retryable=False)
         raise status_error(status, what=self.describe(), relpath=f.relpath, size=f.size,
                            retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
+
+    def _check_codings(self, headers: dict[str, str]) -> None:
+        """The body must be the file's bytes: a transfer coding other than chunked (httptools
+        removes only that one), or a content coding dtune did not ask for, would be saved as the
+        file. Neither goes away by asking again: the file fails."""
+        f = self.file
+        te = headers.get("transfer-encoding")
+        if te is not None and [c.strip().lower() for c in te.split(",") if c.strip()] != ["chunked"]:
+            raise HTTPError(f"{f.relpath}: the server sent Transfer-Encoding: {te[:80]}; dtune does not "
+                            f"decode transfer codings other than chunked", retryable=False)
+        ce = headers.get("content-encoding")
+        if (ce is not None and ce.strip().lower() not in ("", "identity")
+                and b"\r\nAccept-Encoding: identity\r\n" in self.request):
+            raise HTTPError(f"{f.relpath}: the server sent Content-Encoding: {ce[:80]} though dtune asked "
+                            f"for identity; dtune does not save encoded bytes as the file", retryable=False)
 
     def _check_version(self, seen: Validators) -> None:
         """Every answer's validators (ETag, else Last-Modified) must match the first ones seen from
@@ -383,6 +401,13 @@ class RangeJob:
         if isinstance(exc, RangeCut) and self.pos == self.end:
             self.report(self, Finished())
             return
+        if (isinstance(exc, ConnectionClosed) and self.status in (200, 206) and not self.discard
+                and self.fd >= 0):
+            # the body ended before its framing said (a chunked body without its last chunk, or
+            # fewer bytes than Content-Length): say where; retried as any lost connection
+            of = f" of {self.end - self.first}" if self.end is not None else ""
+            exc = ProtocolError(f"{self.describe()}: the body ended after {self.pos - self.first}{of} bytes, "
+                                f"at byte {self.pos}, before its framing said ({exc})")
         self.report(self, Failed(exc))
 
     def save_progress(self) -> None:

@@ -103,10 +103,13 @@ def give_back(f: FileState, job: RangeJob, start: int) -> None:
     """The unfetched bytes [start, job.end) of an ended request are unassigned again."""
     if f.full_job is job:
         f.full_job = None
-    if f.probing and job.ranged and f.size is None:
+    if f.size is None:
+        # the probe ended without a size: asked again. (It may have become the whole-file stream
+        # of a server that ignores Range, ranged no more: the probe all the same, else the file
+        # would wait for ever for an answer that is not coming)
         f.probing = False
         return
-    if f.size is None or f.unassigned is None:
+    if f.unassigned is None:
         return
     end = job.end
     if f.single_stream:

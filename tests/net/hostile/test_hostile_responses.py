@@ -59,6 +59,7 @@ class Case:
     words: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     marks: list = field(default_factory=list)
+    within: float | None = None      # seconds both runs may take at most
 
 
 # ---- sources ------------------------------------------------------------------------------------
@@ -296,6 +297,24 @@ CASES = [
          flapping_etag),
     Case("closed-mid-pipeline", "40 files, the server silently closes every connection after 3 answers "
          "with more requests pipelined behind them", "exact", closed_mid_pipeline, args=("--pp", "8", "--retries", "3")),
+    Case("transfer-coding-gzip", "Transfer-Encoding: gzip, chunked (a coding dtune does not decode)", "fail",
+         routed("urls", hs.chunked(coding="gzip, chunked"), check=asked_times(1)),
+         words=("Transfer-Encoding: gzip, chunked", "does not decode"), within=10),
+    Case("transfer-coding-unknown", "Transfer-Encoding: x-unknown, chunked", "fail",
+         routed("url", hs.chunked(coding="x-unknown, chunked"), check=asked_times(1)),
+         words=("Transfer-Encoding: x-unknown",), within=10),
+    Case("content-coding-unasked", "Content-Encoding: gzip on the file though dtune asked for identity", "fail",
+         routed("urls", hs.headers_then_file([("Content-Encoding", "gzip")]), check=asked_times(1)),
+         words=("Content-Encoding: gzip",), within=10),
+    Case("content-length-vs-range", "206 with the Content-Range asked for but Content-Length 50 (and 50 bytes), "
+         "every time", "fail",
+         routed("url", hs.content_range(lambda s, e, n: (s, s + 50, f"bytes {s}-{e - 1}/{n}")), BIG, check=retried),
+         words=("does not match",), within=30),
+    Case("chunked-cut", "200 with Transfer-Encoding: chunked and no size anywhere, one 1000-byte chunk, then "
+         "close, every time (--retries 1)", "fail",
+         routed("urls", hs.raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + SMALL[:1000]
+                               + b"\r\n"), check=asked_times(2)),
+         words=("ended", "connection"), within=30),
 ]
 
 
@@ -330,6 +349,9 @@ def test_hostile_response(case: Case, world: World, env: dict[str, str], tmp_pat
         assert_failed(outcome, out, setup.relpath, case.words)
         line = assert_failed(plain, out.with_name("out-plain"), setup.relpath, case.words)
         observed = f"exit 1: `{_short(line)}`"
+    took = time.monotonic() - t0
+    if case.within is not None:
+        assert took < case.within, f"took {took:.1f} s, more than {case.within} s"
     if setup.check is not None:
         setup.check(outcome, world.hostile.gets(setup.path), 1 if case.expect == "exact" else 2)
     report(observed=f"{observed} ({time.monotonic() - t0:.1f} s)")

@@ -238,14 +238,18 @@ def framing(lengths: list[str], *, chunks: bytes | None = None) -> Behaviour:
     return behaviour
 
 
-def chunked(piece: int = 1000) -> Behaviour:
-    """A valid chunked body in pieces of ``piece`` bytes (with a chunk extension, as the RFC allows)."""
+def chunked(piece: int = 1000, *, coding: str = "chunked", cut_after: int | None = None) -> Behaviour:
+    """A valid chunked body in pieces of ``piece`` bytes (with a chunk extension, as the RFC allows),
+    under ``Transfer-Encoding: coding`` (the bytes themselves are never encoded: a client that saves
+    them under "gzip, chunked" saves a lie). ``cut_after``: close after that many chunks."""
     async def behaviour(ctx: Ctx) -> bool:
         status_, start, end, headers = ctx.plan()
         assert ctx.data is not None
-        ctx.head(status_, {**headers, "Transfer-Encoding": "chunked"})
+        ctx.head(status_, {**headers, "Transfer-Encoding": coding})
         body = ctx.data[start:end]
-        for i in range(0, len(body), piece):
+        for n, i in enumerate(range(0, len(body), piece)):
+            if cut_after is not None and n >= cut_after:
+                return False
             part = body[i:i + piece]
             ctx.writer.write(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
         ctx.writer.write(b"0\r\n\r\n")

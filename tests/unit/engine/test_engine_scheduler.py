@@ -523,3 +523,21 @@ def test_one_source_is_not_led():
                    small_body=MIB)
     sched.lead(job)
     assert job.lead_at == NEVER
+
+
+def test_a_size_probe_that_became_a_whole_file_stream_is_asked_again_when_it_fails():
+    # a server that ignores Range answers the probe with 200 and no size (chunked): the request
+    # is then the whole-file stream, ranged no more; cut short, the file must still have work
+    f = file_state(0, None)
+    sched, part = setup(Params(1, 1, 1), [f])
+    lane = lanes(part)[0]
+    piece = sched.next(lane, 0.0)
+    assert f.probing and not f.has_work()
+    job = RangeJob(f, lane, piece.start, piece.end, True, report=lambda *_: None, journal_every=MIB,
+                   small_body=MIB)
+    f.stream_whole(job)
+    job.ranged = False                 # as RangeJob._accept_full leaves it
+    release(f, lane)
+    give_back(f, job, 1000)
+    assert not f.probing and f.full_job is None
+    assert f.has_work()
