@@ -277,8 +277,10 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         if health.others_serving(fail.replica, now):
             return Requeue(pause, penalised=True)  # another replica can take these bytes now
     if fail.paced is not None:
-        # the origin limits requests: its pace holds every request to it, this one's included
-        return Retry(max(fail.paced, fail.waiting), fail.failures, pause)
+        # the origin limits requests: its pace holds every request to it, this one's included;
+        # and this request waits out its own answer's Retry-After whole, counted from now (the
+        # pace counts it from the answer's head, a few milliseconds earlier)
+        return Retry(max(fail.paced, fail.waiting, retry_after or 0.0), fail.failures, pause)
     if fail.waiting > 0:
         # the file already waits out a backoff for a failure of another of its requests: the same
         # failure (a stall drops every connection of the file in one tick), not one more
