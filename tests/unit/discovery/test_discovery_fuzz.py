@@ -7,8 +7,10 @@ import json
 import os
 import os.path
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import given
 from hypothesis import strategies as st
+from support.fuzz import FUZZ
 
 from dtune.checksums import Checksum
 from dtune.discovery.autoindex import parse_html_index, parse_nginx_json
@@ -27,8 +29,7 @@ PARSERS = {
     "url-list": lambda body: parse_url_list(body, "src"),
     "metalink": lambda body: parse_metalink(body, "src"),
 }
-# DTUNE_FUZZ_EXAMPLES=5000 for a longer hunt; the default keeps the suite fast.
-FUZZ = settings(max_examples=int(os.environ.get("DTUNE_FUZZ_EXAMPLES", "100")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.fuzz
 
 
 def entries_or_discovery_error(parser: str, body: bytes) -> None:
