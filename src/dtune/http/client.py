@@ -111,9 +111,11 @@ class Fetcher:
         self._opening: dict[Origin, list[asyncio.Task]] = {}  # ``warm``: for the engine, later
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20) -> FetchResult:
+                    max_bytes: int = 64 << 20, body: bytes | None = None) -> FetchResult:
+        """The answer to ``method url`` after redirects. ``body``: the request's body (a PROPFIND's
+        XML), sent with its Content-Length; a 303 turns the request into a GET without it."""
         for _ in range(MAX_REDIRECTS + 1):
-            result = await self._once(url, method, headers, max_bytes)
+            result = await self._once(url, method, headers, max_bytes, body=body)
             if result.status in REDIRECTS and "location" in result.headers:
                 location = result.headers["location"]
                 flight = sign_in(self.access, url, location, result.sent_cookie)
@@ -122,18 +124,21 @@ class Fetcher:
                 self.access.redirected(url, location)
                 url = resolve_location(url, location)
                 if result.status == 303:
-                    method = "GET"
+                    method, body = "GET", None
                 continue
             return result
         raise HTTPError(f"{redact_url(url)}: more than {MAX_REDIRECTS} redirects"
                         f"{loop_hint(self.access, url)}", retryable=False)
 
     async def _once(self, url: str, method: str, headers: dict[str, str] | None,
-                    max_bytes: int, head_only: bool = False) -> FetchResult:
-        """One request; ``head_only``: its body is not read (the connection is dropped)."""
+                    max_bytes: int, head_only: bool = False, body: bytes | None = None) -> FetchResult:
+        """One request; ``head_only``: its answer's body is not read (the connection is dropped)."""
         origin, target = split_url(url)
         loop = asyncio.get_running_loop()
-        request = self.access.request(method, origin, target, extra=headers)
+        if body is not None:
+            headers = {**(headers or {}), "Content-Length": str(len(body))}
+        head = self.access.request(method, origin, target, extra=headers)
+        request = head + body if body is not None else head
         conn = self._take(origin)
         for attempt in (1, 2):
             reused = conn is not None
@@ -156,13 +161,13 @@ class Fetcher:
         self.access.received(origin, target, ex.headers)
         if conn.usable and conn.in_flight == 0:
             self._idle.setdefault(origin, []).append(conn)
-        body = b"".join(ex.parts)
+        answer = b"".join(ex.parts)
         if (ex.headers.get("content-encoding", "").strip().lower() in ("gzip", "x-gzip") and method != "HEAD"
                 and not head_only):
-            body = gunzip(body, max_bytes, url)
+            answer = gunzip(answer, max_bytes, url)
             del ex.headers["content-encoding"]
-        return FetchResult(ex.status, ex.headers, body, url, sent_cookie=b"\r\nCookie: " in request,
-                           sent_authorization=b"\r\nAuthorization: " in request)
+        return FetchResult(ex.status, ex.headers, answer, url, sent_cookie=b"\r\nCookie: " in head,
+                           sent_authorization=b"\r\nAuthorization: " in head)
 
     async def _open(self, origin: Origin) -> Connection:
         loop = asyncio.get_running_loop()
