@@ -23,12 +23,15 @@ class UnsafePathError(DtuneError):
 
 class DiscoveryError(DtuneError):
     """A source could not be listed (bad listing, unreachable, unsupported). ``retryable``: asking
-    again may help (a timeout, a reset, 5xx, 429)."""
+    again may help (a timeout, a reset, 5xx, 429). ``status``: the HTTP status that refused the
+    listing, when one did."""
 
-    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, *, retryable: bool = False, retry_after: float | None = None,
+                 status: int | None = None) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.status = status
 
 
 class SourceError(DiscoveryError, UsageError):

@@ -18,6 +18,14 @@ Theory of operation
   digest; if redirects end on a path with '/', it was a directory after all.
   A server that refuses HEAD (403, 405: a presigned S3 URL is signed for GET
   only) is asked ``GET`` with ``Range: bytes=0-0`` instead, for the size.
+- an http(s) directory that answers its GET with no usable index (403, 404,
+  405, 501, or a page without links) is asked ``PROPFIND`` (``Depth: 1``);
+  a ``207 Multi-Status`` makes it a WebDAV tree, every level listed so
+  (``discovery.webdav``). ``dav://`` and ``davs://`` sources (and those the
+  caller names in ``dav``) are listed with PROPFIND from the start, and
+  fetched over http:// and https://. A file's ``HEAD`` (and every PROPFIND)
+  carries ``Want-Digest: adler32, md5, sha-256`` (RFC 3230): the ``Digest``
+  a WebDAV server answers is verified like any other checksum.
 - ``s3://BUCKET/PREFIX/`` or ``s3://BUCKET/KEY``: listed with ListObjectsV2,
   or one object asked for its first byte, on the endpoint of ``s3``
   (``discovery.s3``).
@@ -58,7 +66,9 @@ from dtune.discovery.select import EVERYTHING, Selection
 from dtune.discovery.tree import TreeWalk, one_line
 from dtune.discovery.urllist import parse_url_list
 from dtune.discovery.urls import (
+    WANT_DIGEST,
     checksum_from_headers,
+    from_dav,
     join_url,
     last_segment,
     path_is_dir,
@@ -101,7 +111,8 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                    delay: Delay = default_delay, trust: Trust | None = None,
                    s3: S3Settings | None = None, select: Selection = EVERYTHING,
                    checksum_files: Sequence[str] = (), listed_checksums: bool = True,
-                   checksum: Checksum | None = None, lists: Mapping[str, bytes] | None = None) -> Dataset:
+                   checksum: Checksum | None = None, lists: Mapping[str, bytes] | None = None,
+                   dav: Sequence[str] = ()) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -129,6 +140,8 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     checksum   the digest of the one file the sources name (``--checksum``); it wins over any other
     lists      URL lists given as bytes, by the source name that stands for them (``-``: the one
                ``dtune get -i -`` read from stdin); read as a local URL-list file would be
+    dav        http(s) sources to list with PROPFIND from the start (``dav://`` sources the caller
+               turned into http(s) URLs); a ``dav://`` or ``davs://`` source is one too
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -136,7 +149,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
         raise DiscoveryError("discovery: no source given")
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
                         max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
-                        trust=trust, s3=s3, select=select, lists=lists)
+                        trust=trust, s3=s3, select=select, lists=lists, dav=dav)
     for source in sources:
         if walker.full():
             walker.cut = True  # (sources left unlisted)
@@ -168,8 +181,10 @@ class _Discovery:
     def __init__(self, fetch: Fetch, mirrors: list[str], *, max_depth: int, max_files: int,
                  single_source: bool, retries: int = 5, delay: Delay = default_delay,
                  trust: Trust | None = None, s3: S3Settings | None = None,
-                 select: Selection = EVERYTHING, lists: Mapping[str, bytes] | None = None) -> None:
+                 select: Selection = EVERYTHING, lists: Mapping[str, bytes] | None = None,
+                 dav: Sequence[str] = ()) -> None:
         self._fetch = fetch
+        self._dav = set(dav)
         self._lists = dict(lists or {})
         self._trust = trust
         self._s3 = s3
@@ -260,15 +275,15 @@ class _Discovery:
             except DiscoveryError as exc:
                 if not exc.retryable or failures >= self._retries:
                     if failures:
-                        raise DiscoveryError(f"{exc} (gave up after {failures} retries)") from None
+                        raise DiscoveryError(f"{exc} (gave up after {failures} retries)", status=exc.status) from None
                     raise
                 failures += 1
                 await asyncio.sleep(self._delay(failures, exc.retry_after))
 
-    async def _call_once(self, url: str, *, status_ok: bool = True,
+    async def _call_once(self, url: str, *, status_ok: bool = True, accept: int = 200,
                          check: Callable[[FetchResult, str], None] | None = None,
                          **kwargs: object) -> FetchResult:
-        """``status_ok`` False: an answer other than 200 (or 3xx, 404-like for HEAD) raises.
+        """``status_ok`` False: an answer other than ``accept`` (200; 207 for a PROPFIND) raises.
         ``check(result, what)`` may raise ``DiscoveryError`` too (retried when retryable)."""
         what = f"{kwargs.get('method', 'GET')} {redact_url(url)}"
         try:
@@ -280,14 +295,15 @@ class _Discovery:
             text = one_line(exc).removeprefix(f"{redact_url(url)}: ")  # (the URL once: it is in `what`)
             raise DiscoveryError(f"{what}: {text}", retryable=retryable) from None
         headers = {k.lower(): v for k, v in res.headers.items()}
-        if not status_ok and res.status != 200:
+        if not status_ok and res.status != accept:
             retryable = res.status in (408, 429) or res.status >= 500
             hint = ""
             if res.status == 401:  # (who asked, and the ways to give credentials)
                 sent = getattr(res, "sent_authorization", False)
                 hint = f" ({unauthorized(split_url(res.url or url)[0], res.headers, sent)})"
             raise DiscoveryError(f"{what}: listing answered HTTP {res.status}{hint}", retryable=retryable,
-                                 retry_after=parse_retry_after(headers.get("retry-after"), time.time()))
+                                 retry_after=parse_retry_after(headers.get("retry-after"), time.time()),
+                                 status=res.status)
         result = FetchResult(status=res.status, headers=headers, body=res.body, url=res.url or url)
         if check is not None:
             check(result, what)
@@ -307,12 +323,14 @@ class _Discovery:
             return
         if os.path.isdir(source):
             raise SourceError(f"{source}: is a local directory; give a URL, a URL list or a Metalink file")
+        dav = source in self._dav
+        over_http = from_dav(source)
         try:
-            url = requote_url(source)
+            url = requote_url(over_http or source)
         except ValueError as exc:
             raise SourceError(f"{source}: not an existing file, and {exc}") from None
         if path_is_dir(url):
-            await self.tree.directory(url, source)
+            await self.tree.directory(url, source, dav=dav or over_http is not None)
         else:
             await self._single_file(url, source)
 
@@ -356,7 +374,7 @@ class _Discovery:
                       "not read from a URL list or Metalink (give them in a .netrc, or with --token-file)")
 
     async def _single_file(self, url: str, source: str) -> None:
-        res = await self._call(url, method="HEAD")
+        res = await self._call(url, method="HEAD", headers={"Want-Digest": WANT_DIGEST})
         try:
             final = requote_url(res.url)
         except ValueError:

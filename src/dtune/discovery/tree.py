@@ -44,6 +44,10 @@ from dtune.http.client import FetchResult
 LISTING_CONCURRENCY = 8
 
 
+# What a start URL without an index answers a GET (Apache's ``Options -Indexes``: 403; a WebDAV
+# server with no pages: 404, 405, 501): such a directory is asked PROPFIND before giving up.
+NO_INDEX = (403, 404, 405, 501)
+
 # A listing may come gzip'd (``Fetcher`` decodes it within the same size limit): a manifest of
 # 2000 files is 152 KB as it is, three round trips of slow start, and 23 KB gzip'd.
 LISTING_HEADERS = {"Accept": "application/json", "Accept-Encoding": "gzip"}
@@ -142,16 +146,44 @@ class TreeWalk:
 
     # -- directories -----------------------------------------------------------------------
 
-    async def _list_one(self, url: str, limit: asyncio.Semaphore) -> FetchResult | DiscoveryError:
+    async def _list_one(self, url: str, limit: asyncio.Semaphore, dav: bool = False) -> FetchResult | DiscoveryError:
         async with limit:
             try:
+                if dav:
+                    from dtune.discovery import webdav  # (WebDAV directories only)
+                    return await self._call(url, method="PROPFIND", headers=webdav.PROPFIND_HEADERS,
+                                            body=webdav.PROPFIND_BODY, status_ok=False, accept=207,
+                                            max_bytes=self._listing_max_bytes)
                 return await self._call(url, headers=LISTING_HEADERS, status_ok=False,
                                         max_bytes=self._listing_max_bytes)
             except DiscoveryError as exc:
                 return exc
 
-    async def directory(self, start: str, source: str) -> None:
-        """Walk a directory tree breadth first; relpaths are relative to ``start``."""
+    async def _dav_instead(self, url: str, outcome: FetchResult | DiscoveryError,
+                           limit: asyncio.Semaphore) -> FetchResult | DiscoveryError | None:
+        """The start URL gave no usable index (``NO_INDEX``, or a page without links): its
+        ``PROPFIND`` answer when that is a 207 (a WebDAV directory), else None (the GET's answer
+        stands; an error then says that PROPFIND failed too)."""
+        if isinstance(outcome, DiscoveryError):
+            if outcome.status not in NO_INDEX:
+                return None
+        else:
+            try:
+                kind, listing = _parse_directory(outcome, url)
+            except DiscoveryError:
+                return None  # (not a page: the parse says why)
+            if kind != "html" or listing.entries:
+                return None
+        probe = await self._list_one(url, limit, dav=True)
+        if isinstance(probe, DiscoveryError) and isinstance(outcome, DiscoveryError):
+            why = f"HTTP {probe.status}" if probe.status is not None else one_line(probe)
+            return DiscoveryError(f"{outcome} (and PROPFIND, for a WebDAV directory: {why})", status=outcome.status)
+        return None if isinstance(probe, DiscoveryError) else probe
+
+    async def directory(self, start: str, source: str, *, dav: bool = False) -> None:
+        """Walk a directory tree breadth first; relpaths are relative to ``start``. ``dav``: list
+        with PROPFIND (``dav://`` sources); else a start URL without a usable index is asked
+        PROPFIND once, and a 207 lists the whole tree that way."""
         root: str | None = None  # the start URL after redirects: everything must stay under it
         seen: set[str] = {start}
         level: list[tuple[str, str, int]] = [(start, "", 0)]  # (url, relpath prefix, depth)
@@ -164,10 +196,16 @@ class TreeWalk:
             if self._listed > self._max_files:
                 raise DiscoveryError(f"{source}: more than max_files={self._max_files} directory listings")
             async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(self._list_one(url, limit)) for url, _, _ in level]
+                tasks = [group.create_task(self._list_one(url, limit, dav)) for url, _, _ in level]
             next_level: list[tuple[str, str, int]] = []
             for (url, prefix, depth), task in zip(level, tasks, strict=True):
                 outcome = task.result()
+                if root is None and not dav:
+                    instead = await self._dav_instead(url, outcome, limit)
+                    if isinstance(instead, FetchResult):
+                        outcome, dav = instead, True
+                    elif instead is not None:
+                        outcome = instead
                 if isinstance(outcome, DiscoveryError):
                     if root is None:
                         raise outcome
@@ -187,7 +225,12 @@ class TreeWalk:
                         self.catalogue.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
                         continue
                 seen.add(final)
-                _, listing = _parse_directory(outcome, final)
+                if dav:
+                    from dtune.discovery.webdav import parse_multistatus  # (WebDAV directories only)
+                    page = final if path_is_dir(final) else url
+                    listing = parse_multistatus(outcome.body, page, page)
+                else:
+                    _, listing = _parse_directory(outcome, final)
                 self.catalogue.dataset.warnings.extend(listing.warnings)
                 for entry in listing.entries:
                     sub = self._entry(entry, final, prefix, depth, source)

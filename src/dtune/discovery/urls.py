@@ -61,6 +61,22 @@ def requote_url(url: str) -> str:
     return urlunsplit((scheme, netloc, path, query, ""))
 
 
+# The checksums dtune verifies, as RFC 3230 names them, asked of a file's HEAD and of PROPFIND:
+# dCache answers the first of these it holds for the file (adler32 is what WLCG sites keep).
+WANT_DIGEST = "adler32, md5, sha-256"
+
+# WebDAV sources as fsspec's webdav4 names them: listed with PROPFIND, fetched over http(s)
+DAV_SCHEMES = {"dav": "http", "davs": "https"}
+
+
+def from_dav(url: str) -> str | None:
+    """``dav://H/P`` → ``http://H/P`` and ``davs://`` → ``https://``; None for any other URL."""
+    scheme, sep, rest = url.strip().partition("://")
+    if not sep or scheme.lower() not in DAV_SCHEMES:
+        return None
+    return f"{DAV_SCHEMES[scheme.lower()]}://{rest}"
+
+
 def path_is_dir(url: str) -> bool:
     """A URL whose path ends in '/' names a directory (query and fragment aside)."""
     return urlsplit(url).path.endswith("/")

@@ -118,7 +118,7 @@ async def list_sources(request: TransferRequest, *, warm: bool = False) -> Found
                                  trust=None if request.access is DIRECT else request.access.trust_url,
                                  s3=request.s3, select=select, checksum_files=request.checksum_files,
                                  listed_checksums=request.listed_checksums, checksum=request.checksum,
-                                 lists=request.lists, **guards)
+                                 lists=request.lists, dav=request.dav, **guards)
         return Found(dataset, dict(fetcher.connect_times), fetcher.hand_over() if warm else None)
     finally:
         fetcher.close()

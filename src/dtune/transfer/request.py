@@ -21,6 +21,7 @@ from dtune.config import Value
 from dtune.dataset import FileSpec
 from dtune.discovery.s3 import S3Settings, s3_settings, s3_signer
 from dtune.discovery.select import Selection
+from dtune.discovery.urls import from_dav
 from dtune.engine.options import EngineOptions
 from dtune.errors import UsageError
 from dtune.http.access import DIRECT, PROXY_VARIABLES, Access
@@ -77,6 +78,7 @@ class TransferRequest:
     online: bool | None = None         # the online search; None: the tuner's default (on for auto)
     max_per_host: int = DEFAULT_CAP    # most connections to one origin
     s3: S3Settings | None = None       # endpoint and region of s3:// sources (``discovery.s3``)
+    dav: list[str] = field(default_factory=list)  # sources given as dav(s)://, now http(s)://: PROPFIND
     include: list[str] = field(default_factory=list)  # --include / --exclude globs (discovery.select)
     exclude: list[str] = field(default_factory=list)
     max_depth: int | None = None       # directories below a directory source; None: unlimited
@@ -108,7 +110,7 @@ class TransferRequest:
         info = dataclasses.asdict(dataclasses.replace(self, access=DIRECT, given={}, shard=None, lists={},
                                                       stream=None))
         del info["access"], info["given"], info["shard"], info["record_history"], info["lists"], info["stream"]
-        for name in ("sources", "mirrors"):  # a presigned URL's signature is a credential
+        for name in ("sources", "mirrors", "dav"):  # a presigned URL's signature is a credential
             info[name] = [redact_url(url) for url in info[name]]
         return info
 
@@ -134,7 +136,7 @@ def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
 
 
 
-SCHEMES = ("http", "https", "s3")  # what a source or a mirror URL may start with
+SCHEMES = ("http", "https", "s3", "dav", "davs")  # what a source or a mirror URL may start with
 
 
 def _shown(url: str) -> str:
@@ -158,7 +160,7 @@ def check_schemes(sources: list[str], mirrors: list[str]) -> None:
             if not flag and os.path.isfile(url):
                 continue
             raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
-                             f"http://, https:// and s3:// URLs, or reads a local URL list or Metalink)")
+                             f"http://, https://, dav://, davs:// and s3:// URLs, or reads a local URL list or Metalink)")
 
 
 def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
@@ -224,7 +226,10 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
         raise UsageError("--dry-run lists on this host: it takes no --cluster or --workers")
     check_schemes(list(sources), list(v["mirror"] or []))
     given = {"sources": list(sources), "values": dict(v)}  # what a cluster's worker builds its request from
-    access, sources, mirrors = access_from(v, list(sources), list(v["mirror"] or []), environ, s3=s3)
+    sources = [from_dav(source) or source for source in sources]  # (dav:// is http:// listed with PROPFIND)
+    mirrors = [from_dav(mirror) or mirror for mirror in v["mirror"] or []]
+    access, sources, mirrors = access_from(v, sources, mirrors, environ, s3=s3)
+    dav = [source for source, as_given in zip(sources, given["sources"], strict=True) if from_dav(as_given)]
     return TransferRequest(sources=sources, outdir=output, cc=v["cc"], p=v["parallelism"], pp=v["pp"],
                         mirrors=mirrors, options=options, tuner=v["tuner"], access=access,
                         max_cc=v["max_cc"], partitions=v["partitions"], bandwidth=v["bandwidth"],
@@ -235,5 +240,5 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
                         include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
                         dry_run=v["dry_run"], checksum=v["checksum"],
                         checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"],
-                        cluster=v["cluster"], workers=v["workers"], given=given,
+                        cluster=v["cluster"], workers=v["workers"], given=given, dav=dav,
                            history=v["history"], record_history=not v["no_history"])

@@ -342,7 +342,7 @@ class Web:
         self.pages[url] = (status, headers or {}, body)
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20) -> FetchResult:
+                    max_bytes: int = 64 << 20, body: bytes | None = None) -> FetchResult:
         self.calls.append((method, url, max_bytes))
         await asyncio.sleep(0)
         status, hdrs, body = self.pages.get(url, (404, {}, b"not found"))

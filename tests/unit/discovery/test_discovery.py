@@ -39,7 +39,7 @@ class FakeWeb:
         self.pages[url] = (status, dict(headers or {}), body)
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20) -> FetchResult:
+                    max_bytes: int = 64 << 20, body: bytes | None = None) -> FetchResult:
         self.calls.append((method, url, dict(headers or {}), max_bytes))
         await asyncio.sleep(0)
         for _ in range(10):

@@ -88,7 +88,7 @@ class Tree:
         self.asked: list[str] = []
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20) -> FetchResult:
+                    max_bytes: int = 64 << 20, body: bytes | None = None) -> FetchResult:
         self.asked.append(url)
         await asyncio.sleep(0)
         prefix = url.removeprefix("http://h/d/")
