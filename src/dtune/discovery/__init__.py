@@ -19,7 +19,7 @@ Theory of operation
   A server that refuses HEAD (403, 405: a presigned S3 URL is signed for GET
   only) is asked ``GET`` with ``Range: bytes=0-0`` instead, for the size.
 - an http(s) directory that answers its GET with no usable index (403, 404,
-  405, 501, or a page without links) is asked ``PROPFIND`` (``Depth: 1``);
+  or 405, or a page without links) is asked ``PROPFIND`` (``Depth: 1``);
   a ``207 Multi-Status`` makes it a WebDAV tree, every level listed so
   (``discovery.webdav``). ``dav://`` and ``davs://`` sources (and those the
   caller names in ``dav``) are listed with PROPFIND from the start, and

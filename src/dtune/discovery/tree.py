@@ -45,8 +45,8 @@ LISTING_CONCURRENCY = 8
 
 
 # What a start URL without an index answers a GET (Apache's ``Options -Indexes``: 403; a WebDAV
-# server with no pages: 404, 405, 501): such a directory is asked PROPFIND before giving up.
-NO_INDEX = (403, 404, 405, 501)
+# server with no pages: 404, 405): such a directory is asked PROPFIND before giving up.
+NO_INDEX = (403, 404, 405)
 
 # A listing may come gzip'd (``Fetcher`` decodes it within the same size limit): a manifest of
 # 2000 files is 152 KB as it is, three round trips of slow start, and 23 KB gzip'd.

@@ -18,7 +18,8 @@ costs nothing. ``Want-Digest`` rides along, as on a file's ``HEAD``.
 path, a full URL, percent-encoded, with or without a trailing '/') is
 resolved against the directory's URL: the directory itself is skipped,
 an href on another origin or outside the directory is refused with a
-warning, one more than a level down too (``Depth: 1`` was asked). Only
+warning, one more than a level down too (``Depth: 1`` was asked), and a
+name holding an encoded '/' (``%2F``). Only
 properties under a ``propstat`` whose status is 2xx (or missing) count. A
 size that is not a byte count (negative, not digits, beyond 2^63) refuses
 its entry with a warning; an href listed twice is taken once. The XML goes
@@ -159,7 +160,7 @@ def parse_multistatus(body: bytes, page_url: str, source: str) -> Listing:
             continue  # (the directory itself)
         if segments[-1] == "":
             segments = segments[:-1]
-        if len(segments) != 1 or segments[0] in ("", ".", ".."):
+        if len(segments) != 1 or segments[0] in ("", ".", "..") or "/" in segments[0]:
             listing.warnings.append(f"refusing {href[:200]!r} from {source}: not a member of the listed "
                                     f"directory (PROPFIND asked Depth: 1)")
             continue
