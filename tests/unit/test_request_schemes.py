@@ -25,3 +25,24 @@ def test_other_schemes_are_usage_errors_naming_the_url(sources, mirrors, said) -
         check_schemes(sources, mirrors)
     assert said in str(info.value) and "secret" not in str(info.value)
 
+
+
+@pytest.mark.parametrize("url", ["dav://h/x/", "davs://h/x", "DAVS://h/x/"])
+def test_dav_schemes_pass(url: str) -> None:
+    check_schemes([url], [url])
+
+
+def test_dav_sources_become_http_listed_with_propfind_and_keep_their_credentials() -> None:
+    from dtune.config import resolve  # (only this test builds a whole request)
+    from dtune.http.message import split_url
+    from dtune.options import OPTIONS
+    from dtune.transfer import request_from
+
+    values = resolve(OPTIONS, given={}, given_origin="Python", environ={}, use_config=False)
+    request = request_from(["davs://u:pw%20x@h.test/d/", "http://o.test/e/", "dav://h.test/f.bin"], "out", values,
+                           environ={})
+    assert request.sources == ["https://h.test/d/", "http://o.test/e/", "http://h.test/f.bin"]
+    assert request.dav == ["https://h.test/d/", "http://h.test/f.bin"]
+    head = request.access.request("PROPFIND", split_url("https://h.test/d/")[0], "/d/").decode()
+    assert "Authorization: Basic " in head
+    assert "pw" not in repr(request.record())
