@@ -21,7 +21,10 @@ Fetch SOURCE(s) into DIR and verify every file.
 SOURCE is one of:
   a file URL              http://host/data/big.bin      → DIR/big.bin
   a directory URL         http://host/data/             → DIR/<tree> (relative paths kept)
-                          (dtune serve manifest, nginx JSON/HTML autoindex, Apache index)
+                          (dtune serve manifest, nginx JSON/HTML autoindex, Apache index;
+                          a directory with no index is asked WebDAV PROPFIND)
+  a WebDAV directory      davs://host/dav/data/         → DIR/<tree>, listed with PROPFIND
+                          (dCache, EOS, StoRM, Nextcloud, mod_dav; dav:// is http://)
   a URL-list file         urls.txt (aria2 -i style: URL [TAB mirror...], "  out=NAME",
                           "  checksum=sha-256=HEX" or md5, sha-1, sha-512, adler32, crc32c);
                           -i FILE reads one too, and "-i -" (or the SOURCE "-") reads it
@@ -34,7 +37,8 @@ SOURCE is one of:
 Every file's size is checked, and its checksum when one is published: by the
 listing (dtune manifest, Metalink, URL list), by SHA256SUMS / MD5SUMS / NAME.sha256
 files in the listed directory, by the server's Digest / Repr-Digest / Content-MD5
-headers, or by --checksum-file; the strongest algorithm wins, and --checksum over all.
+headers (a HEAD asks Want-Digest: adler32, md5, sha-256), by a WebDAV listing's
+dCache or ownCloud checksum property, or by --checksum-file; the strongest algorithm wins, and --checksum over all.
 
 Running the same command again resumes: finished files are skipped, partial
 ones continue from their journal (NAME.dtune-part + NAME.dtune-journal).
@@ -85,7 +89,7 @@ line wins over the environment, which wins over the file.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sources", nargs="*", metavar="SOURCE", help="URL, URL-list file, Metalink file or s3:// URL")
+    p.add_argument("sources", nargs="*", metavar="SOURCE", help="URL (http, https, dav, davs, s3), URL-list file or Metalink file")
     p.add_argument("-i", "--input-file", action="append", default=[], metavar="FILE",
                    help="a URL-list file (or Metalink) to read, as a SOURCE is (repeatable; aria2c's "
                         "flag); '-' reads the URL list from standard input")
