@@ -228,7 +228,14 @@ class TreeWalk:
                 if dav:
                     from dtune.discovery.webdav import parse_multistatus  # (WebDAV directories only)
                     page = final if path_is_dir(final) else url
-                    listing = parse_multistatus(outcome.body, page, page)
+                    try:
+                        listing = parse_multistatus(outcome.body, page, page)
+                    except DiscoveryError as exc:  # (a sub-directory's answer costs that directory only)
+                        if prefix == "":
+                            raise
+                        self.catalogue.dataset.unlisted.append((prefix, f"{prefix}: directory of {source} could not "
+                                                                        f"be listed: {exc}"))
+                        continue
                 else:
                     _, listing = _parse_directory(outcome, final)
                 self.catalogue.dataset.warnings.extend(listing.warnings)
