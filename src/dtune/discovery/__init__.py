@@ -329,10 +329,11 @@ class _Discovery:
             url = requote_url(over_http or source)
         except ValueError as exc:
             raise SourceError(f"{source}: not an existing file, and {exc}") from None
+        dav = dav or over_http is not None
         if path_is_dir(url):
-            await self.tree.directory(url, source, dav=dav or over_http is not None)
+            await self.tree.directory(url, source, dav=dav)
         else:
-            await self._single_file(url, source)
+            await self._single_file(url, source, dav=dav)
 
     async def _local_file(self, path: str) -> None:
         try:
@@ -373,14 +374,14 @@ class _Discovery:
             self.warn(f"{path}: user:password@ removed from {stripped} URL(s) and not used: credentials are "
                       "not read from a URL list or Metalink (give them in a .netrc, or with --token-file)")
 
-    async def _single_file(self, url: str, source: str) -> None:
+    async def _single_file(self, url: str, source: str, *, dav: bool = False) -> None:
         res = await self._call(url, method="HEAD", headers={"Want-Digest": WANT_DIGEST})
         try:
             final = requote_url(res.url)
         except ValueError:
             final = url
         if path_is_dir(final) and res.status < 400:
-            await self.tree.directory(final, source)
+            await self.tree.directory(final, source, dav=dav)
             return
         size = checksum = None
         ranged = False
