@@ -14,6 +14,12 @@ mirrors and the limits.
 - ``_parse_directory`` tells a dtune manifest, an nginx JSON index and an
   HTML index apart by Content-Type and first byte, and hands the body to its
   pure parser (``manifest``, ``autoindex``).
+- WebDAV: a ``dav`` walk asks every level ``PROPFIND`` (``Depth: 1``) and
+  reads the multistatus with ``webdav.parse_multistatus``; a walk started
+  without it turns into one when the start URL gives no usable index
+  (``NO_INDEX``, or an HTML page without links) and answers PROPFIND with a
+  207 (``_dav_instead``). A sub-directory whose answer cannot be read is
+  unlisted, as one whose request failed.
 - ``read_checksum_files`` gives files the digests of the SHA256SUMS-style files
   the listings hold and of those the user named (``sums``).
 
