@@ -269,3 +269,24 @@ def test_hostile_members_never_leave_the_tree() -> None:
     assert [f.relpath for f in dataset.files] == ["ok"]
     assert sum("refusing" in w for w in dataset.warnings) >= 3, dataset.warnings
     assert [u for m, u, _, _ in web.calls] == ["http://h/d/", "http://h/d/loop/"]
+
+
+def test_a_propfind_answered_503_retry_after_is_asked_again_after_the_servers_wait() -> None:
+    web = DavWeb()
+    dav_tree(web)
+    answers = [(503, b"busy"), (429, b"slow down")]
+    fetch = web.fetch
+
+    async def busy_first(url: str, **kwargs) -> FetchResult:
+        if kwargs.get("method") == "PROPFIND" and url == "http://h/d/sub%20dir/" and answers:
+            status, text = answers.pop(0)
+            web.calls.append(("PROPFIND", url, dict(kwargs.get("headers") or {}), kwargs.get("body")))
+            return FetchResult(status, {"retry-after": "7"}, text, url)
+        return await fetch(url, **kwargs)
+
+    waits: list[float | None] = []
+    dataset = asyncio.run(discover(["dav://h/d/"], fetch=busy_first,
+                                   delay=lambda n, after: waits.append(after) or 0.0))
+    assert sorted(f.relpath for f in dataset.files) == ["a.bin", "sub dir/b\u00fc.bin"]
+    assert waits == [7.0, 7.0]
+    assert [u for m, u, _, _ in web.calls].count("http://h/d/sub%20dir/") == 3
