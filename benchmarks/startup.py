@@ -15,7 +15,10 @@ fresh directory, `--runs` times, every command once per round in turn:
 The source trees are byte-compiled first, as `pip install` does, so that a
 PYTHONDONTWRITEBYTECODE environment does not charge compilation to dtune.
 Every fetched file is compared with the original. Prints medians and
-min–max in milliseconds, the ratio of each row to `python -c pass`, and
+min–max in milliseconds, the ratio of each row to `python -c pass`, the
+median CPU time (user + system) of each row, with several trees the median
+and quartiles of each round's ratio of every tree to the first (paired: a
+load that comes and goes on a shared machine falls on both), and
 writes `startup.csv` (every run) and `startup.png` (when matplotlib is
 installed) into `--out`:
 
@@ -68,13 +71,32 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
     raise SystemExit(f"startup: http.server did not listen on {port}")
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr.decode(errors="replace")[-500:])
-    return seconds, proc.returncode
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user + system, of the process and what it waited for) and exit status."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            sys.stderr.write(err.read().decode(errors="replace")[-500:])
+    return seconds, usage.ru_utime + usage.ru_stime, proc.returncode
+
+
+def paired(records: list[dict], names: list[str]) -> None:
+    """Each later tree against the first, round by round: the median and quartiles of wall(tree) / wall(first)."""
+    wall = {(r["row"], r["run"]): r["seconds"] for r in records if r["ok"]}
+    for suffix in (" get (history on)", " get --no-history"):
+        rows = [n for n in names if n.endswith(suffix)]
+        for name in rows[1:]:
+            ratios = [wall[name, run] / wall[rows[0], run] for (row, run) in wall
+                      if row == name and (rows[0], run) in wall]
+            if len(ratios) >= 2:
+                q1, q2, q3 = statistics.quantiles(ratios, n=4)
+                print(f"paired: {name} / {rows[0]}: median {q2:.3f} (quartiles {q1:.3f}–{q3:.3f}) "
+                      f"over {len(ratios)} rounds, faster in {sum(r < 1 for r in ratios)}")
 
 
 def main() -> int:
@@ -122,23 +144,27 @@ def main() -> int:
         for _, argv, env, _dest in rows:   # one warm-up each: page cache, pyc files
             timed(argv, env)
         times: dict[str, list[float]] = {name: [] for name, *_ in rows}
+        cpu: dict[str, list[float]] = {name: [] for name, *_ in rows}
         records = []
         for rep in range(args.runs):
             order = rows[rep % len(rows):] + rows[:rep % len(rows)]
             for name, argv, env, dest in order:
                 if dest is not None:
                     shutil.rmtree(dest, ignore_errors=True)
-                seconds, rc = timed(argv, env)
+                seconds, cpu_seconds, rc = timed(argv, env)
                 ok = rc == 0 and (dest is None or (dest / "one.bin").read_bytes() == PAYLOAD)
-                records.append({"row": name, "run": rep + 1, "seconds": round(seconds, 5), "ok": ok})
+                records.append({"row": name, "run": rep + 1, "seconds": round(seconds, 5),
+                                "cpu_seconds": round(cpu_seconds, 5), "ok": ok})
                 if ok:
                     times[name].append(seconds)
+                    cpu[name].append(cpu_seconds)
         with open(out / "startup.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, ["row", "run", "seconds", "ok"])
+            w = csv.DictWriter(f, ["row", "run", "seconds", "cpu_seconds", "ok"])
             w.writeheader()
             w.writerows(records)
         floor = statistics.median(times["python -c pass"]) if times["python -c pass"] else None
-        print(f"{'row':<44} {'ok':>5} {'median ms':>10} {'min–max ms':>14} {'vs python -c pass':>18}")
+        print(f"{'row':<44} {'ok':>5} {'median ms':>10} {'min–max ms':>14} {'vs python -c pass':>18} "
+              f"{'CPU median ms':>14}")
         for name, *_ in rows:
             vals = times[name]
             if not vals:
@@ -147,7 +173,9 @@ def main() -> int:
             med = statistics.median(vals)
             ratio = f"{med / floor:.2f}×" if floor else "—"
             print(f"{name:<44} {len(vals):>2}/{args.runs:<2} {med * 1000:>10.0f} "
-                  f"{min(vals) * 1000:>6.0f}–{max(vals) * 1000:<7.0f} {ratio:>18}")
+                  f"{min(vals) * 1000:>6.0f}–{max(vals) * 1000:<7.0f} {ratio:>18} "
+                  f"{statistics.median(cpu[name]) * 1000:>14.0f}")
+        paired(records, [n for n, *_ in rows if n.startswith("dtune")])
         try:
             plt = pyplot()
         except ImportError:

@@ -72,6 +72,7 @@ class PartitionTotals:
 
 @dataclass(slots=True)
 class PartitionView:
+    """One partition's counters in a ``Snapshot``."""
     bytes: int                 # received in this run
     bytes_resumed: int         # on disk from an earlier run
     bytes_total: int | None
@@ -85,6 +86,7 @@ class PartitionView:
 
 @dataclass(slots=True)
 class OriginView:
+    """One origin's counters in a ``Snapshot``."""
     bytes: int
     requests: int
     rate: float
@@ -92,6 +94,7 @@ class OriginView:
 
 @dataclass(slots=True)
 class Snapshot:
+    """The transfer's counters at one moment: what tuners and the progress display read."""
     elapsed: float
     bytes: int                 # bytes received in this run
     bytes_resumed: int         # bytes already on disk from an earlier run (skipped files + journals)

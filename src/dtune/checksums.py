@@ -24,6 +24,7 @@ _RANK = {algo: i for i, algo in enumerate(ALGORITHMS)}
 
 @dataclass(frozen=True, slots=True)
 class Checksum:
+    """A published digest: its algorithm, lowercase hex, and where it came from."""
     algo: str     # one of ALGORITHMS
     hex: str      # lowercase hex digest
     source: str   # where it was published

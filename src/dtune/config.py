@@ -182,6 +182,7 @@ def read_config(path: Path, options: Iterable[Option], *, required: bool = False
 
 @dataclass(frozen=True, slots=True)
 class Value:
+    """An option's value and where it came from."""
     value: Any
     origin: str   # "default" | "config file PATH" | "environment DTUNE_X" | "command line" | "argument"
 

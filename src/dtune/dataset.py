@@ -56,6 +56,7 @@ class FileSpec:
 
 @dataclass(slots=True)
 class Dataset:
+    """The files a listing found, and what it had to say about them."""
     files: list[FileSpec] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     unlisted: list[tuple[str, str]] = field(default_factory=list)  # (relpath/ of a directory that

@@ -18,6 +18,7 @@ ASSUMED_BUFFER = 6 * 1024 * 1024  # Linux's default tcp_rmem max
 
 @dataclass(slots=True)
 class NetworkFacts:
+    """What is known of the path: round trip, bandwidth, buffers, and how each was found."""
     rtt: float                    # seconds
     bandwidth: float              # bytes/s
     tcp_buffer: int               # bytes (max receive window)

@@ -17,6 +17,7 @@ DEFAULT_SPLIT_THRESHOLD = 2 * MIB
 
 @dataclass(frozen=True, slots=True)
 class Params:
+    """One partition's parameters: cc, p, pp, the CPU knobs and the lanes per replica."""
     cc: int = 8
     p: int = 1
     pp: int = 4

@@ -36,5 +36,6 @@ class Entry:
 
 @dataclass(slots=True)
 class Listing:
+    """What one listing held: its entries and its warnings."""
     entries: list[Entry] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -33,16 +33,18 @@ import asyncio
 import errno
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dtune.dataset import Dataset, FileSpec
-from dtune.discovery import sums
 from dtune.discovery.entries import Entry, Listing
 from dtune.discovery.manifest import is_manifest, load_json, manifest_entries
 from dtune.discovery.select import Selection
 from dtune.discovery.urls import join_url, last_segment, path_is_dir, relative_segments, requote_url
 from dtune.errors import DiscoveryError
 from dtune.http.client import FetchResult
+
+if TYPE_CHECKING:
+    from dtune.discovery import sums
 
 # Directory listings fetched at once. Eight hides most of the per-directory
 # round trip on a WAN for trees of many small directories, while staying far
@@ -112,7 +114,7 @@ def _is_checksum_file(relpath: str) -> bool:
     name = relpath.rpartition("/")[2]
     if not name.lower().endswith(_CHECKSUM_SUFFIXES):
         return False
-
+    from dtune.discovery import sums  # (its patterns: only for a name that may be a checksum file)
     return sums.checksum_file_kind(name) is not None
 
 
@@ -286,6 +288,7 @@ class TreeWalk:
         user named; a listed one that cannot be read costs a warning, a named one is an error."""
         if not explicit and not (listed and self._checksum_files):
             return
+        from dtune.discovery import sums  # (its patterns and parsers: only when there are checksum files)
         files = {spec.relpath: spec for spec in self.catalogue.dataset.files}
         jobs = [self._explicit_checksum_job(where) for where in explicit]
         if listed:
@@ -305,6 +308,7 @@ class TreeWalk:
                 sums.attach(parsed, job.directory, files, job.label, self.catalogue.warn, suffix_match=job.explicit)
 
     def _explicit_checksum_job(self, where: str) -> sums.Job:
+        from dtune.discovery import sums  # (its patterns: only for --checksum-file)
         if os.path.isfile(where):
             name = os.path.basename(where)
             label = where
@@ -319,6 +323,7 @@ class TreeWalk:
     async def _read_checksum_file(self, job: sums.Job, limit: asyncio.Semaphore) -> bytes | DiscoveryError | None:
         """The bytes of a checksum file; None after a warning (a listed one that cannot be read); the
         error for one the user named (returned, not raised: the other reads finish first)."""
+        from dtune.discovery import sums  # (loaded already: a job comes from it)
         async with limit:
             try:
                 if job.explicit and os.path.isfile(job.where):

@@ -44,6 +44,7 @@ ZONE = re.compile(r"^(intel|amd)-rapl(-mmio)?(:\d+)+$")
 
 @dataclass(frozen=True, slots=True)
 class RaplZone:
+    """One RAPL powercap zone and its energy counter."""
     label: str           # directory name, e.g. intel-rapl:0
     name: str            # the zone's name file, e.g. package-0, dram
     path: Path

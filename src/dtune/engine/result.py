@@ -9,6 +9,7 @@ from dtune.accounting import Snapshot
 
 @dataclass(slots=True)
 class FileResult:
+    """What became of one file of a transfer."""
     relpath: str
     status: str           # done | skipped | failed; a dry run's: fetch | skip | resume | check
     size: int | None
@@ -21,6 +22,7 @@ class FileResult:
 
 @dataclass(slots=True)
 class TransferResult:
+    """What a transfer did: every file, the last snapshot, the tuning and the summary."""
     files: list[FileResult] = field(default_factory=list)
     snapshot: Snapshot | None = None
     # filled in by dtune.transfer: what was tuned how, and the per-second samples

@@ -146,6 +146,7 @@ def parse_cookie_line(line: str, now: float) -> Cookie | None:
 
 @dataclass
 class CookieFile:
+    """A Netscape cookie file as read: its cookies and its malformed lines."""
     cookies: list[Cookie]
     malformed: int = 0
     first_bad: int | None = None   # the line number of the first malformed line

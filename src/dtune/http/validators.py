@@ -32,6 +32,7 @@ MAX_VALIDATOR = 256   # longer header values are not kept (a validator is a few 
 
 @dataclass(frozen=True, slots=True)
 class Validators:
+    """What a response says about the version of a file (ETag, Last-Modified)."""
     etag: str | None = None
     last_modified: str | None = None
     strong_date: bool = False   # last_modified may go in If-Range

@@ -13,13 +13,12 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from dtune.checksums import Checksum
 from dtune.config import Value
 from dtune.dataset import FileSpec
-from dtune.discovery.s3 import S3Settings, s3_settings, s3_signer
 from dtune.discovery.select import Selection
 from dtune.discovery.urls import from_dav
 from dtune.engine.options import EngineOptions
@@ -33,6 +32,9 @@ from dtune.http.trust import warnings as tls_warnings
 from dtune.options import DEFAULT_MAX_CC, DEFAULT_PARTITIONS
 from dtune.tuners import Fixed
 from dtune.tuners.online_constants import DEFAULT_CAP
+
+if TYPE_CHECKING:
+    from dtune.discovery.s3 import S3Settings
 
 # what a cluster's parent asks of a node's tuner (``Shard.limits``): cap, why[, fresh]
 Limit = tuple[int | None, str] | tuple[int | None, str, bool]
@@ -185,6 +187,7 @@ def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str
     warnings: list[str] = []
     headers = header_sources(values, userinfo, environ=env, warn=warnings.append)
     if s3 is not None and s3[1] is not None:
+        from dtune.discovery.s3 import s3_signer  # (S3: xml, email, SigV4, only for s3:// sources)
         headers.append(s3_signer(*s3))  # SigV4, for the S3 endpoint's origin only
     route = None
     if values.get("proxy") is not None or any(name in env for name in PROXY_VARIABLES):
@@ -219,6 +222,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
         raise UsageError(f"--include/--exclude: {exc}") from None
     s3 = None
     if any(source[:5].lower() == "s3://" for source in sources):
+        from dtune.discovery.s3 import s3_settings  # (S3: xml, email, SigV4, only for s3:// sources)
         s3 = s3_settings(v, os.environ if environ is None else environ)
     if v["cluster"] is not None and v["workers"] is not None:
         raise UsageError("--cluster and --workers: give one (an existing cluster, or a local one of N workers)")

@@ -126,6 +126,7 @@ def apply_fixed(params: Params, fixed: Fixed, *, cc: bool = True) -> Params:
 
 @dataclass(slots=True)
 class TunerPlan:
+    """A tuner's first answer: partitions, their parameters and the range policy."""
     partition_of: list[str]                 # partition name of each file
     params: dict[str, Params]               # first parameters per partition
     notes: list[str] = field(default_factory=list)
@@ -134,6 +135,7 @@ class TunerPlan:
 
 @dataclass(slots=True)
 class Decision:
+    """A tuner's new parameters while the transfer runs, and why."""
     params: dict[str, Params]
     reason: str
     event: dict | None = None   # the measurement behind it, emitted as an NDJSON event when set

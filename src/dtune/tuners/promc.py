@@ -110,6 +110,7 @@ class PartitionState:
 
 @dataclass(slots=True)
 class Move:
+    """Channels moved from one partition to another."""
     src: str
     dst: str
     groups: int

@@ -41,6 +41,7 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One tuner of ``--tuner``: its name, what it does and how it is built."""
     name: str
     summary: str                        # one line, Markdown: the README table and ``--help``
     build: Callable[[Request], Tuner]
