@@ -111,10 +111,12 @@ class Fetcher:
         self._opening: dict[Origin, list[asyncio.Task]] = {}  # ``warm``: for the engine, later
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20) -> FetchResult:
+                    max_bytes: int = 64 << 20, follow: bool = True) -> FetchResult:
+        """One small document; redirects are followed unless ``follow`` is False (the 3xx is
+        returned, as a DOI resolver's answer is read: its Location names the landing page)."""
         for _ in range(MAX_REDIRECTS + 1):
             result = await self._once(url, method, headers, max_bytes)
-            if result.status in REDIRECTS and "location" in result.headers:
+            if follow and result.status in REDIRECTS and "location" in result.headers:
                 location = result.headers["location"]
                 flight = sign_in(self.access, url, location, result.sent_cookie)
                 if flight is not None and await flight:

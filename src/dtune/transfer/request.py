@@ -79,6 +79,8 @@ class TransferRequest:
     s3: S3Settings | None = None       # endpoint and region of s3:// sources (``discovery.s3``)
     include: list[str] = field(default_factory=list)  # --include / --exclude globs (discovery.select)
     exclude: list[str] = field(default_factory=list)
+    doi_resolver: str = "https://doi.org/"           # --doi-resolver (``discovery.catalogs``)
+    figshare_api: str = "https://api.figshare.com"   # --figshare-api
     max_depth: int | None = None       # directories below a directory source; None: unlimited
     max_files: int | None = None       # stop listing once this many files are taken
     dry_run: bool = False              # list what would be fetched; write nothing (``dry_run``)
@@ -134,7 +136,7 @@ def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
 
 
 
-SCHEMES = ("http", "https", "s3")  # what a source or a mirror URL may start with
+SCHEMES = ("http", "https", "s3")  # what a source or a mirror URL may start with ("doi:" too, for a source)
 
 
 def _shown(url: str) -> str:
@@ -158,7 +160,10 @@ def check_schemes(sources: list[str], mirrors: list[str]) -> None:
             if not flag and os.path.isfile(url):
                 continue
             raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
-                             f"http://, https:// and s3:// URLs, or reads a local URL list or Metalink)")
+                             f"http://, https:// and s3:// URLs and doi: records, or reads a local URL list "
+                             f"or Metalink)")
+        if flag and url[:4].lower() == "doi:":
+            raise UsageError(f"--mirror {url}: a DOI names a record of files, not a replica of one")
 
 
 def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
@@ -232,6 +237,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
                         tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
                         min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
                         max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
+                        doi_resolver=v["doi_resolver"], figshare_api=v["figshare_api"],
                         include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
                         dry_run=v["dry_run"], checksum=v["checksum"],
                         checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"],
