@@ -340,7 +340,8 @@ class _Discovery:
             return False
         reader = catalogs.Catalogs(self, self._call, mirrors=self._mirrors, sources=self.sources,
                                    max_depth=self._max_depth, max_files=self._max_files,
-                                   listing_max_bytes=self._listing_max_bytes, settings=self.records)
+                                   listing_max_bytes=self._listing_max_bytes, settings=self.records,
+                                   select=self._select)
         return await reader.read(kind, source)
 
     async def _local_file(self, path: str) -> None:

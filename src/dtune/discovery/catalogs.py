@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dtune.dataset import FileSpec
 from dtune.discovery import records
 from dtune.discovery.manifest import load_json
+from dtune.discovery.select import EVERYTHING, Selection
 from dtune.discovery.urls import join_url, path_is_dir, requote_url
 from dtune.errors import DiscoveryError
 from dtune.http.client import REDIRECTS, FetchResult
@@ -102,8 +103,9 @@ class Catalogs:
 
     def __init__(self, catalogue: Catalogue, call: Call, *, mirrors: Sequence[str], sources: Sequence[str],
                  max_depth: int, max_files: int, listing_max_bytes: int,
-                 settings: RecordSettings | None = None) -> None:
+                 settings: RecordSettings | None = None, select: Selection = EVERYTHING) -> None:
         self.catalogue = catalogue
+        self._select = select
         self._call = call
         self._mirrors = [m for m in mirrors if path_is_dir(m)]
         self._origins = {_origin(s) for s in sources if s[:8].lower().startswith(("http://", "https://"))}
@@ -259,7 +261,7 @@ class Catalogs:
                                  "all restricted)")
         for item in found:
             relpath = self.catalogue.safe(item.name, place.label)
-            if relpath is None:
+            if relpath is None or not self._select.wants_file(relpath):
                 continue
             if item.restricted and not await self._readable(item.url):
                 self.catalogue.dataset.unlisted.append(

@@ -162,8 +162,6 @@ def check_schemes(sources: list[str], mirrors: list[str]) -> None:
             raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
                              f"http://, https:// and s3:// URLs and doi: records, or reads a local URL list "
                              f"or Metalink)")
-        if flag and url[:4].lower() == "doi:":
-            raise UsageError(f"--mirror {url}: a DOI names a record of files, not a replica of one")
 
 
 def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
