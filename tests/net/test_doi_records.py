@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import random
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -180,3 +182,22 @@ def test_a_doi_landing_on_an_unknown_page_fails_naming_it(srv, out):
 def test_an_unknown_doi_says_the_resolver_does_not_know_it(srv, out):
     with pytest.raises(DtuneError, match=r"doi:10.1234/nothing.*does not know it"):
         get("doi:10.1234/nothing", out, srv)
+
+
+def test_a_restricted_file_is_fetched_when_credentials_make_it_readable(srv, out):
+    dataverse(srv)
+    result = get(srv.url(f"/dataset.xhtml?persistentId={PID}"), out, srv, header=["Authorization: Bearer sesame"])
+    assert result.ok, result.failed
+    assert (out / "secret.dat").read_bytes() == DATA["secret.dat"]
+
+
+def test_the_command_line_exits_1_naming_a_restricted_file_and_0_without_it(srv, out, env):
+    dataverse(srv)
+    base = [sys.executable, "-m", "dtune", "get", "doi:10.7910/DVN/ABC", "--doi-resolver", srv.origin,
+            "-o", str(out), "--no-history", "--no-progress"]
+    done = subprocess.run(base, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "secret.dat" in done.stderr and "restricted" in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([*base, "--exclude", "secret.dat"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (out / "data/raw/x.csv").read_bytes() == DATA["x.csv"]

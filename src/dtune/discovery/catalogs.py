@@ -266,7 +266,8 @@ class Catalogs:
             if item.restricted and not await self._readable(item.url):
                 self.catalogue.dataset.unlisted.append(
                     (relpath, f"{relpath}: restricted in {place.label}: not readable without credentials "
-                              "(give them with --header, --token-file or a .netrc for its host)"))
+                              f"(a .netrc entry for {urlsplit(item.url).hostname}, or --header/--token-file "
+                              "with the record's page URL as the source)"))
                 continue
             self.catalogue.add(FileSpec(url=item.url, relpath=relpath, size=item.size, checksum=item.checksum,
                                         mirrors=[join_url(m, relpath) for m in self._mirrors]), source)
