@@ -151,9 +151,12 @@ def _shown(url: str) -> str:
 def check_schemes(sources: list[str], mirrors: list[str]) -> None:
     """A source or mirror that names a scheme dtune does not fetch (ftp://, gopher://, file://)
     is a usage error naming the URL; a source that is an existing local file is a URL list or
-    Metalink, whatever its name looks like."""
+    Metalink, whatever its name looks like. ``doi:10.X/Y`` is a source (a DOI record), never a
+    mirror."""
     for flag, urls in (("", sources), ("--mirror ", mirrors)):
         for url in urls:
+            if flag and url[:4].lower() == "doi:":
+                raise UsageError(f"--mirror {url}: a DOI names a record of files, not a replica of one")
             scheme, sep, _ = url.partition("://")
             if not sep or scheme.lower() in SCHEMES or not scheme.replace("+", "").isalnum():
                 continue
