@@ -72,7 +72,7 @@ def claim(source: str, figshare_api: str = records.DEFAULT_FIGSHARE_API) -> str 
         return "record"
     path = urlsplit(source).path
     last = path.rpartition("/")[2]
-    if last in ("catalog.xml", "catalog.html") or ("/thredds/" in path and last.endswith(".xml")):
+    if last in ("catalog.xml", "catalog.html") or ("/thredds/catalog/" in path and last.endswith(".xml")):
         return "thredds"
     return None
 

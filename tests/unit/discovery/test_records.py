@@ -34,6 +34,7 @@ def test_doi_of(source, doi):
     ("https://h/articles/dataset/t/5/1", None), ("https://dv.org/dataset.xhtml?persistentId=doi:10.1/X", "record"),
     ("https://h/thredds/catalog/a/catalog.xml", "thredds"), ("https://h/x/catalog.html", "thredds"),
     ("https://h/thredds/catalog/a/other.xml", "thredds"), ("https://h/data/file.xml", None),
+    ("https://h/thredds/fileServer/a/data.xml", None),
     ("https://h/records/12/file.bin", None), ("s3://b/k", None),
 ])
 def test_claim(source, kind):

@@ -100,12 +100,12 @@ def chain(n: int, loop: bool = False) -> dict[str, bytes]:
     for i in range(n):
         ref = f"c{i + 1}.xml" if i + 1 < n else ("c0.xml" if loop else "")
         refs = f'<catalogRef xlink:href="{ref}"/>' if ref else ""
-        pages[f"http://h/thredds/c{i}.xml"] = doc(HTTP + f'<dataset name="f" urlPath="top/l{i}/f{i}.nc" '
+        pages[f"http://h/thredds/catalog/c{i}.xml"] = doc(HTTP + f'<dataset name="f" urlPath="top/l{i}/f{i}.nc" '
                                                   f'serviceName="http"/>{refs}')
     return pages
 
 
-def run(web: Web, source: str = "http://h/thredds/c0.xml", **kwargs):
+def run(web: Web, source: str = "http://h/thredds/catalog/c0.xml", **kwargs):
     return asyncio.run(discover([source], fetch=web.fetch, delay=lambda *_: 0.0, **kwargs))
 
 
@@ -127,7 +127,7 @@ def test_depth_and_catalogue_count_are_bounded():
 
 def test_a_sub_catalogue_that_fails_is_unlisted_and_the_rest_is_kept():
     pages = chain(2)
-    pages["http://h/thredds/c0.xml"] = pages["http://h/thredds/c0.xml"].replace(
+    pages["http://h/thredds/catalog/c0.xml"] = pages["http://h/thredds/catalog/c0.xml"].replace(
         b"</catalog>", b'<catalogRef xlink:href="gone.xml"/></catalog>')
     dataset = run(Web(pages))
     assert len(dataset.files) == 2
@@ -135,11 +135,11 @@ def test_a_sub_catalogue_that_fails_is_unlisted_and_the_rest_is_kept():
 
 
 def test_a_catalogue_on_another_origin_is_followed_only_when_a_source_names_it():
-    pages = {"http://h/thredds/catalog.xml": doc('<catalogRef xlink:href="http://o/thredds/catalog.xml"/>' + HTTP
+    pages = {"http://h/thredds/catalog/catalog.xml": doc('<catalogRef xlink:href="http://o/thredds/catalog.xml"/>' + HTTP
                                                  + '<dataset urlPath="a/x.nc" serviceName="http"/>'),
              "http://o/thredds/catalog.xml": doc(HTTP + '<dataset urlPath="b/y.nc" serviceName="http"/>')}
     web = Web(pages)
-    dataset = run(web, "http://h/thredds/catalog.xml")
+    dataset = run(web, "http://h/thredds/catalog/catalog.xml")
     assert [f.relpath for f in dataset.files] == ["x.nc"]
     assert "http://o/thredds/catalog.xml" not in web.asked
     assert any("another origin" in w for w in dataset.warnings)
