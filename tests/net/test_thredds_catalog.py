@@ -80,7 +80,7 @@ def server() -> Iterator[PythonHttpServer]:
             path.write_bytes(data)
         (root / "thredds/catalog/sub").mkdir(parents=True)
         (root / "thredds/catalog/other").mkdir(parents=True)
-        with PythonHttpServer(root) as srv:
+        with PythonHttpServer(root, log=True) as srv:
             (root / "thredds/catalog/catalog.xml").write_text(root_catalog(srv.port))
             (root / "thredds/catalog/sub/catalog.xml").write_text(sub_catalog(srv.port))
             (root / "thredds/catalog/other/catalog.xml").write_text(OTHER)
@@ -103,6 +103,7 @@ def written(out: Path) -> dict[str, bytes]:
 
 
 def test_catalogue_tree_fetches_every_http_dataset_byte_exact(server, out):
+    before = len(server.log())
     events: list[dict] = []
     result = dtune.get(server.url("thredds/catalog/catalog.xml"), out, no_history=True, progress=events.append)
     assert result.ok, result.failed
@@ -111,6 +112,10 @@ def test_catalogue_tree_fetches_every_http_dataset_byte_exact(server, out):
     assert "1 dataset(s) offered only through other services" in warnings
     assert "'../../etc/passwd'" in warnings
     assert "127.0.0.2" in warnings and "another origin" in warnings
+    asked = [line.uri for line in server.log()[before:] if line.uri.startswith("/thredds/catalog/")]
+    assert sorted(asked) == ["/thredds/catalog/catalog.xml", "/thredds/catalog/other/catalog.xml",
+                             "/thredds/catalog/sub/catalog.xml"]   # the loop and the repeat: read once
+    assert not any("c.nc" in line.uri or "passwd" in line.uri for line in server.log()[before:])
 
 
 def test_catalog_html_is_read_as_its_xml_and_filters_apply_to_paths(server, out):
