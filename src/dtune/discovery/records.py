@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from dtune import checksums
 from dtune.checksums import Checksum
 from dtune.discovery.urls import requote_url
-from dtune.errors import DiscoveryError
+from dtune.errors import DiscoveryError, SourceError
 
 DEFAULT_RESOLVER = "https://doi.org/"
 DEFAULT_FIGSHARE_API = "https://api.figshare.com"
@@ -72,16 +72,15 @@ def doi_of(source: str) -> str | None:
         if parts.scheme.lower() not in ("http", "https") or (parts.hostname or "") not in _DOI_HOSTS:
             return None
         doi = parts.path.lstrip("/")
-    from urllib.parse import unquote  # (a DOI in a URL path may be percent-encoded)
-    doi = unquote(doi)
+    doi = unquote(doi)  # (a DOI in a URL path may be percent-encoded)
     return doi if _DOI.match(doi) else None
 
 
 def check_doi(source: str) -> str:
-    """The DOI of a ``doi:`` source; ``DiscoveryError`` naming it when it is not one."""
+    """The DOI of a ``doi:`` source; ``SourceError`` (a usage error) naming it when it is not one."""
     doi = doi_of(source)
     if doi is None:
-        raise DiscoveryError(f"{source}: not a DOI (expected doi:10.NNNN/SUFFIX)")
+        raise SourceError(f"{source}: not a DOI (expected doi:10.NNNN/SUFFIX)")
     return doi
 
 

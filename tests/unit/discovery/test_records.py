@@ -7,6 +7,7 @@ import pytest
 
 from dtune.discovery.catalogs import claim
 from dtune.discovery.records import (
+    check_doi,
     dataverse_files,
     doi_of,
     figshare_files,
@@ -14,7 +15,7 @@ from dtune.discovery.records import (
     landing,
     zenodo_files,
 )
-from dtune.errors import DiscoveryError
+from dtune.errors import DiscoveryError, UsageError
 
 API = "https://api.figshare.com"
 
@@ -103,3 +104,9 @@ def test_dataverse_original_of_a_tabular_file_and_directory_labels():
 def test_malformed_answers_are_discovery_errors(doc):
     with pytest.raises(DiscoveryError):
         zenodo_files(doc, ZEN)
+
+
+def test_a_doi_source_that_is_no_doi_is_a_usage_error_naming_it():
+    with pytest.raises(UsageError, match="doi:nonsense: not a DOI"):
+        check_doi("doi:nonsense")
+    assert check_doi("doi:10.5281/zenodo.5") == "10.5281/zenodo.5"
