@@ -42,6 +42,8 @@ class FileSpec:
     checksum  the digest to verify the file with, when a source publishes one
               (``dtune.checksums.Checksum``: algorithm, hex, where it came from)
     piece     only these bytes of the file, for a cluster shard (``Piece``); None: all of it
+    size_hint bytes a listing states only roughly (a THREDDS ``dataSize``): for planning when
+              ``size`` is None, never verified against
     """
 
     url: str
@@ -52,6 +54,7 @@ class FileSpec:
     ranges: bool = False
     checksum: Checksum | None = None
     piece: Piece | None = None
+    size_hint: int | None = None
 
 
 @dataclass(slots=True)

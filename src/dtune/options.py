@@ -35,6 +35,7 @@ GROUPS = {  # --help shows them in this order
     "replicas": "replicas",
     "access": "headers, credentials, proxies and TLS",
     "s3": "S3 buckets (s3://BUCKET/PREFIX/)",
+    "records": "THREDDS catalogues and DOI records (doi:10.X/Y)",
     "selection": "selection, sync and limits",
     "checks": "checksums",
     "reliability": "reliability",
@@ -47,6 +48,14 @@ def _partitions(text: str) -> int:
     if n > 4:
         raise ValueError(f"'{text}' is not 1 to 4")
     return n
+
+
+def _http_url(text: str) -> str:
+    from urllib.parse import urlsplit  # (only when the option is given)
+    parts = urlsplit(text.strip())
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"'{text}' is not an http(s) URL")
+    return text.strip()
 
 
 def _checksum(text: str) -> Checksum:
@@ -149,6 +158,13 @@ OPTIONS: list[Option] = [
            "one ignores $AWS_ACCESS_KEY_ID (default $AWS_PROFILE, else default)", "s3", metavar="NAME"),
     Option(("--no-sign-request",), "send S3 requests unsigned (a public bucket), even when credentials "
            "are found; without credentials they are unsigned anyway", "s3", kind="flag"),
+    # ── THREDDS and DOI records ─────────────────────────────────────────────────────────────
+    Option(("--doi-resolver",), "where doi:10.X/Y sources are resolved: its redirect names the landing "
+           "page (a Zenodo record, figshare article or Dataverse dataset; see docs/hosts.md)", "records",
+           default="https://doi.org/", parse=_http_url, metavar="URL"),
+    Option(("--figshare-api",), "figshare's API, asked for the files of figshare articles (an institutional "
+           "figshare portal answers at the same API)", "records", default="https://api.figshare.com",
+           parse=_http_url, metavar="URL"),
     # ── selection and sync ──────────────────────────────────────────────────────────────────
     Option(("--include",), "fetch only files matching GLOB (repeatable): without '/' it matches the "
            "base name (*.nc), with '/' the whole relative path (dir/*.nc); ** crosses directories, "

@@ -8,7 +8,8 @@ from dtune.errors import UsageError
 from dtune.transfer.request import check_schemes
 
 
-@pytest.mark.parametrize("url", ["http://h/x", "https://h/x", "s3://b/k", "HTTP://h/x", "urls.txt", "-"])
+@pytest.mark.parametrize("url", ["http://h/x", "https://h/x", "s3://b/k", "HTTP://h/x", "urls.txt", "-",
+                                 "doi:10.5281/zenodo.1", "https://doi.org/10.5281/zenodo.1"])
 def test_fetched_schemes_and_local_names_pass(url: str) -> None:
     check_schemes([url], [])
 
@@ -19,6 +20,7 @@ def test_fetched_schemes_and_local_names_pass(url: str) -> None:
     (["file:///etc/hostname"], [], "file:///etc/hostname: file:// is not supported"),
     (["http://h/x"], ["ftp://m/x"], "--mirror ftp://m/x: ftp://"),
     (["ftp://user:secret@h/x"], [], "ftp://***@h/x: ftp://"),
+    (["http://h/x"], ["doi:10.1/x"], "--mirror doi:10.1/x: a DOI names a record of files"),
 ])
 def test_other_schemes_are_usage_errors_naming_the_url(sources, mirrors, said) -> None:
     with pytest.raises(UsageError) as info:

@@ -33,6 +33,12 @@ SOURCE is one of:
   an S3 prefix            s3://bucket/data/             → DIR/<keys below data/>
   an S3 object            s3://bucket/data/big.bin      → DIR/big.bin
                           (signed with AWS credentials when found; see the S3 options)
+  a THREDDS catalogue     https://host/thredds/catalog/x/catalog.xml → DIR/<urlPaths less
+                          their common directory>; catalogRefs followed on the same host,
+                          datasets with HTTPServer (fileServer) access only
+  a DOI record            doi:10.5281/zenodo.123, https://doi.org/10.…, a Zenodo record,
+                          figshare article or Dataverse dataset page → DIR/<its files>
+                          (sizes and md5 from the repository's API; see --doi-resolver)
 
 Every file's size is checked, and its checksum when one is published: by the
 listing (dtune manifest, Metalink, URL list), by SHA256SUMS / MD5SUMS / NAME.sha256
@@ -89,7 +95,8 @@ line wins over the environment, which wins over the file.
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("get", help="fetch files or directory trees over HTTP, tuned and verified",
                        description=HELP, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sources", nargs="*", metavar="SOURCE", help="URL (http, https, dav, davs, s3), URL-list file or Metalink file")
+    p.add_argument("sources", nargs="*", metavar="SOURCE", help="URL (http, https, dav, davs, s3), URL-list "
+                   "file, Metalink file, THREDDS catalog.xml or doi:10.X/Y")
     p.add_argument("-i", "--input-file", action="append", default=[], metavar="FILE",
                    help="a URL-list file (or Metalink) to read, as a SOURCE is (repeatable; aria2c's "
                         "flag); '-' reads the URL list from standard input")

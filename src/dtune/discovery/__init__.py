@@ -29,6 +29,10 @@ Theory of operation
 - ``s3://BUCKET/PREFIX/`` or ``s3://BUCKET/KEY``: listed with ListObjectsV2,
   or one object asked for its first byte, on the endpoint of ``s3``
   (``discovery.s3``).
+- a THREDDS ``catalog.xml`` (its catalogRefs followed) or a DOI record
+  (``doi:10.X/Y``, ``https://doi.org/...``, a Zenodo record, figshare article or
+  Dataverse dataset page): read by ``discovery.catalogs`` (``claim`` tells them),
+  through the same requests; a ``catalog.xml`` that is no THREDDS catalogue is one file.
 
 Parsers (``manifest``, ``autoindex``, ``urllist``, ``metalink``) only turn
 bytes into untrusted ``Entry`` objects. This module is the one place that
@@ -82,6 +86,7 @@ from dtune.http.redact import redact_url
 from dtune.http.validators import http_time
 
 if TYPE_CHECKING:
+    from dtune.discovery.catalogs import RecordSettings
     from dtune.discovery.s3 import S3Settings
 
 __all__ = ["FetchResult", "Fetch", "discover", "safe_relpath", "resolve_inside"]
@@ -112,7 +117,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                    s3: S3Settings | None = None, select: Selection = EVERYTHING,
                    checksum_files: Sequence[str] = (), listed_checksums: bool = True,
                    checksum: Checksum | None = None, lists: Mapping[str, bytes] | None = None,
-                   dav: Sequence[str] = ()) -> Dataset:
+                   dav: Sequence[str] = (), records: RecordSettings | None = None) -> Dataset:
     """List every source and return the files to fetch.
 
     sources    URLs (a path ending in '/' is a directory), or local URL-list / Metalink files
@@ -142,6 +147,7 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
                ``dtune get -i -`` read from stdin); read as a local URL-list file would be
     dav        http(s) sources to list with PROPFIND from the start (``dav://`` sources the caller
                turned into http(s) URLs); a ``dav://`` or ``davs://`` source is one too
+    records    the DOI resolver and figshare API of DOI sources (``discovery.catalogs``)
     """
     if isinstance(sources, str):
         sources = [sources]
@@ -150,6 +156,8 @@ async def discover(sources: Sequence[str], *, fetch: Fetch, mirrors: Sequence[st
     walker = _Discovery(fetch, [_checked_mirror(m) for m in mirrors], max_depth=max_depth,
                         max_files=max_files, single_source=len(sources) == 1, retries=retries, delay=delay,
                         trust=trust, s3=s3, select=select, lists=lists, dav=dav)
+    walker.records = records
+    walker.sources = list(sources)
     for source in sources:
         if walker.full():
             walker.cut = True  # (sources left unlisted)
@@ -198,8 +206,12 @@ class _Discovery:
         self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
         self._mirrors_of: dict[str, list[str]] = {}  # relpath -> the mirrors of the file kept for it
         self.dataset = Dataset()
+        self.records: RecordSettings | None = None  # DOI resolver and figshare API (``discovery.catalogs``)
+        self.sources: list[str] = []
+        self._max_depth = max_depth
+        self._listing_max_bytes = min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE))
         self.tree = TreeWalk(self, self._call, select, mirrors, max_depth=max_depth, max_files=max_files,
-                             listing_max_bytes=min(1 << 30, max(64 << 20, max_files * _BYTES_PER_LISTED_FILE)))
+                             listing_max_bytes=self._listing_max_bytes)
 
     # -- bookkeeping -----------------------------------------------------------------------
 
@@ -321,6 +333,8 @@ class _Discovery:
         if os.path.isfile(source):
             await self._local_file(source)
             return
+        if await self._catalog(source):
+            return
         if os.path.isdir(source):
             raise SourceError(f"{source}: is a local directory; give a URL, a URL list or a Metalink file")
         dav = source in self._dav
@@ -334,6 +348,19 @@ class _Discovery:
             await self.tree.directory(url, source, dav=dav)
         else:
             await self._single_file(url, source, dav=dav)
+
+    async def _catalog(self, source: str) -> bool:
+        """A THREDDS catalogue or a DOI record (``discovery.catalogs``): True once read."""
+        from dtune.discovery import catalogs  # (the catalogue and record readers: their sources only)
+
+        kind = catalogs.claim(source, self.records.figshare_api if self.records else catalogs.DEFAULT_FIGSHARE_API)
+        if kind is None:
+            return False
+        reader = catalogs.Catalogs(self, self._call, mirrors=self._mirrors, sources=self.sources,
+                                   max_depth=self._max_depth, max_files=self._max_files,
+                                   listing_max_bytes=self._listing_max_bytes, settings=self.records,
+                                   select=self._select)
+        return await reader.read(kind, source)
 
     async def _local_file(self, path: str) -> None:
         try:

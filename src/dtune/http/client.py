@@ -111,12 +111,14 @@ class Fetcher:
         self._opening: dict[Origin, list[asyncio.Task]] = {}  # ``warm``: for the engine, later
 
     async def fetch(self, url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-                    max_bytes: int = 64 << 20, body: bytes | None = None) -> FetchResult:
+                    max_bytes: int = 64 << 20, body: bytes | None = None, follow: bool = True) -> FetchResult:
         """The answer to ``method url`` after redirects. ``body``: the request's body (a PROPFIND's
-        XML), sent with its Content-Length; a 303 turns the request into a GET without it."""
+        XML), sent with its Content-Length; a 303 turns the request into a GET without it.
+        ``follow=False`` returns a 3xx as it is (a DOI resolver's answer: its Location names the
+        landing page)."""
         for _ in range(MAX_REDIRECTS + 1):
             result = await self._once(url, method, headers, max_bytes, body=body)
-            if result.status in REDIRECTS and "location" in result.headers:
+            if follow and result.status in REDIRECTS and "location" in result.headers:
                 location = result.headers["location"]
                 flight = sign_in(self.access, url, location, result.sent_cookie)
                 if flight is not None and await flight:

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from dtune import checksums
 from dtune.dataset import Dataset, FileSpec
 from dtune.discovery import discover
+from dtune.discovery.catalogs import RecordSettings
 from dtune.discovery.paths import Inside
 from dtune.discovery.urls import path_is_dir
 from dtune.engine.outcomes import backoff
@@ -118,10 +119,14 @@ async def list_sources(request: TransferRequest, *, warm: bool = False) -> Found
                                  trust=None if request.access is DIRECT else request.access.trust_url,
                                  s3=request.s3, select=select, checksum_files=request.checksum_files,
                                  listed_checksums=request.listed_checksums, checksum=request.checksum,
-                                 lists=request.lists, dav=request.dav, **guards)
+                                 lists=request.lists, dav=request.dav, records=_records(request), **guards)
         return Found(dataset, dict(fetcher.connect_times), fetcher.hand_over() if warm else None)
     finally:
         fetcher.close()
+
+
+def _records(request: TransferRequest) -> RecordSettings:
+    return RecordSettings(resolver=request.doi_resolver, figshare_api=request.figshare_api)
 
 
 def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:

@@ -39,11 +39,11 @@ async def plan_tuning(request: TransferRequest, specs: list, emit: EventSink, *,
     tuner = OnlineTuner(base, search=search, cap=request.max_per_host, fixed=request.fixed(),
                         constants=constants_for(request.sla),
                         min_rate=(request.min_throughput_mbps or 0.0) * 1e6 / 8)
-    sizes = [s.size for s in specs]
+    sizes = [s.size if s.size is not None else s.size_hint for s in specs]  # (a rounded hint plans too)
     facts = NetworkFacts(rtt=request.rtt or 0.0, bandwidth=request.bandwidth or 0.0,
                          tcp_buffer=request.tcp_buffer or 0, how={})
     if tuner.needs_facts:
-        largest = max(specs, key=lambda s: s.size or 0)
+        largest = max(specs, key=lambda s: s.size or s.size_hint or 0)
         seen = (connect_times or {}).get(split_url(largest.url)[0])
         facts = await gather_facts(largest.url, bandwidth=request.bandwidth, tcp_buffer=request.tcp_buffer,
                                    rtt=request.rtt, seen_rtt=median(seen) if seen else None,

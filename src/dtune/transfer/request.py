@@ -83,6 +83,8 @@ class TransferRequest:
     dav: list[str] = field(default_factory=list)  # sources given as dav(s)://, now http(s)://: PROPFIND
     include: list[str] = field(default_factory=list)  # --include / --exclude globs (discovery.select)
     exclude: list[str] = field(default_factory=list)
+    doi_resolver: str = "https://doi.org/"           # --doi-resolver (``discovery.catalogs``)
+    figshare_api: str = "https://api.figshare.com"   # --figshare-api
     max_depth: int | None = None       # directories below a directory source; None: unlimited
     max_files: int | None = None       # stop listing once this many files are taken
     dry_run: bool = False              # list what would be fetched; write nothing (``dry_run``)
@@ -138,7 +140,7 @@ def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
 
 
 
-SCHEMES = ("http", "https", "s3", "dav", "davs")  # what a source or a mirror URL may start with
+SCHEMES = ("http", "https", "s3", "dav", "davs")  # what a source or a mirror URL may start with ("doi:" too, for a source)
 
 
 def _shown(url: str) -> str:
@@ -153,16 +155,20 @@ def _shown(url: str) -> str:
 def check_schemes(sources: list[str], mirrors: list[str]) -> None:
     """A source or mirror that names a scheme dtune does not fetch (ftp://, gopher://, file://)
     is a usage error naming the URL; a source that is an existing local file is a URL list or
-    Metalink, whatever its name looks like."""
+    Metalink, whatever its name looks like. ``doi:10.X/Y`` is a source (a DOI record), never a
+    mirror."""
     for flag, urls in (("", sources), ("--mirror ", mirrors)):
         for url in urls:
+            if flag and url[:4].lower() == "doi:":
+                raise UsageError(f"--mirror {url}: a DOI names a record of files, not a replica of one")
             scheme, sep, _ = url.partition("://")
             if not sep or scheme.lower() in SCHEMES or not scheme.replace("+", "").isalnum():
                 continue
             if not flag and os.path.isfile(url):
                 continue
             raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
-                             f"http://, https://, dav://, davs:// and s3:// URLs, or reads a local URL list or Metalink)")
+                             f"http://, https://, dav://, davs:// and s3:// URLs and doi: records, or reads a "
+                             f"local URL list or Metalink)")
 
 
 def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str],
@@ -241,6 +247,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
                         tcp_buffer=v["tcp_buffer"], rtt=v["rtt"], sla=v["sla"],
                         min_throughput_mbps=None if v["min_throughput"] is None else v["min_throughput"] * 8 / 1e6,
                         max_energy_j=v["max_energy"], model=v["model"], s3=s3[0] if s3 else None,
+                        doi_resolver=v["doi_resolver"], figshare_api=v["figshare_api"],
                         include=include, exclude=exclude, max_depth=v["max_depth"], max_files=v["max_files"],
                         dry_run=v["dry_run"], checksum=v["checksum"],
                         checksum_files=_checksum_file_urls(v), listed_checksums=v["checksum_files"],
