@@ -208,6 +208,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
                             header_timeout=v["header_timeout"], update=v["update"],
+                            verify_existing=v["verify_existing"],
                             limit_rate=v["limit_rate"], max_rps=tuple(v["max_rps"] or ()),
                             retry_after_max=v["max_retry_after"])
     include, exclude = list(v["include"] or []), list(v["exclude"] or [])

@@ -99,6 +99,10 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         if request.record_history:
             emit(record_interrupted(request, seen[-1] if seen else None, started_at=clock.started_at))
         raise
+    unverified = [f.relpath for f in result.files if f.status == "kept"]
+    if request.options.verify_existing and unverified:  # (a checksum would have been hashed)
+        emit({"event": "warning", "reason": f"--verify-existing: {len(unverified)} file(s) in place kept "
+              f"unverified: no checksum is published for them (first: {unverified[0]})"})
     _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
