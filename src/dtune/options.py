@@ -139,6 +139,10 @@ OPTIONS: list[Option] = [
            "access", metavar="FILE"),
     Option(("-k", "--insecure"), "do not check TLS certificates or host names (says so in a warning "
            "at start)", "access", kind="flag"),
+    Option(("--allow-insecure-redirect",), "follow a redirect from https to plain http (refused "
+           "by default: the file or listing fails naming both URLs). The http origin it reaches then "
+           "gets no credential for the rest of the run: no .netrc entry, URL userinfo, token, "
+           "--header or signature, and no cookie marked Secure (docs/access.md)", "access", kind="flag"),
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
     Option(("--endpoint-url",), "S3 endpoint for s3:// sources, e.g. http://127.0.0.1:9000 for MinIO; "
            "buckets are addressed path-style, ENDPOINT/BUCKET/KEY (default $AWS_ENDPOINT_URL_S3, "

@@ -189,7 +189,8 @@ def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str
         from dtune.http.proxy import route_from  # (only with a proxy: asyncio's ssl glue, ~40 ms)
         route = route_from(values, env)
     jar = cookie_jar(values, warnings.append)  # the transfer's one jar (``--cookies``: saved back there)
-    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted, jar=jar)
+    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted, jar=jar,
+                    allow_insecure_redirect=bool(values.get("allow_insecure_redirect")))
     access.warnings.extend(warnings)
     access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]

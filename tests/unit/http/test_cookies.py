@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.recorder import Recorder, response
 
-from dtune.http.access import Access
+from dtune.http.access import Access, InsecureRedirect
 from dtune.http.auth import OriginBasic, basic_auth
 from dtune.http.connection import Connection
 from dtune.http.cookies import (
@@ -196,20 +196,33 @@ class _Sink:
 # -- an https → http redirect carries no credential ------------------------------------------
 
 
-def test_after_an_https_to_http_hop_only_cookies_not_marked_secure_go() -> None:
+def test_an_https_to_http_hop_is_refused_naming_both_urls_redacted_and_the_option() -> None:
+    access = Access([OriginBasic({Origin("http", "cdn.example.org", 80): ("u", "p")})])
+    with pytest.raises(InsecureRedirect) as refused:
+        access.redirected("https://u:secret@data.example.org/f?X-Amz-Signature=abc", "http://cdn.example.org/f")
+    said = str(refused.value)
+    assert said.startswith("https://data.example.org/f") and "redirected to http://cdn.example.org/f" in said
+    assert "--allow-insecure-redirect" in said and "secret" not in said and "abc" not in said
+    assert refused.value.retryable is False and access.downgraded == set()
+    access.redirected("https://data.example.org/f", "https://other.example.org/f")  # https → https: as ever
+    access.redirected("http://data.example.org/f", "http://other.example.org/f")    # http → http: as ever
+    access.redirected("https://data.example.org/f", "//cdn.example.org/g")  # scheme-relative: still https
+    with pytest.raises(InsecureRedirect):
+        access.redirected("HTTPS://data.example.org/f", "HTTP://cdn.example.org/g")  # schemes in any case
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["not-named", "named-by-the-user"])
+def test_after_an_allowed_https_to_http_hop_only_cookies_not_marked_secure_go(named: bool) -> None:
     plain = Origin("http", "cdn.example.org", 80)
     jar = CookieJar([Cookie("example.org", True, "/", False, SESSION, "open", "1"),
                      Cookie("example.org", True, "/", True, SESSION, "tls", "2")])
-    access = Access([OriginBasic({plain: ("u", "p")})], jar=jar)
+    access = Access([OriginBasic({plain: ("u", "p")})], jar=jar, trusted=[plain] if named else [],
+                    allow_insecure_redirect=True)
     assert b"Authorization" in access.request("GET", plain, "/f")   # named for it, and no hop yet
     access.redirected("https://data.example.org/f", "http://cdn.example.org/f")
     sent = access.request("GET", plain, "/f").decode()
-    assert "Authorization" not in sent and basic_auth("u", "p") not in sent
+    assert "Authorization" not in sent and basic_auth("u", "p") not in sent  # named or not: nothing
     assert "Cookie: open=1\r\n" in sent
-    # an origin the user named keeps its credentials; an https → https hop marks nothing
-    named = Access([OriginBasic({plain: ("u", "p")})], jar=jar, trusted=[plain])
-    named.redirected("https://data.example.org/f", "http://cdn.example.org/f")
-    assert b"Authorization" in named.request("GET", plain, "/f")
     access.redirected("https://data.example.org/f", "https://other.example.org/f")
     assert access.downgraded == {plain}
 
