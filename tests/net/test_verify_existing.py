@@ -114,6 +114,9 @@ def test_a_file_in_place_is_reported_kept_not_verified_and_verify_existing_refet
                for w in warnings), warnings  # c.txt and SHA256SUMS itself
     summary = events[-1]
     assert (summary["files_verified"], summary["files_kept"], summary["files_by_checksum"]) == (2, 2, 2)
+    said = _get(env, nginx.base + "/", out, "--verify-existing")  # the same, as the summary line says it
+    assert said.returncode == 0 and ("2 of 4 files verified (2 already in place, checksum matched), "
+                                     "2 kept unread (already in place, not verified)") in said.stdout, said.stdout
 
 
 def test_verify_existing_fails_naming_a_file_that_differs_and_cannot_be_fetched_again(

@@ -127,7 +127,7 @@ class ConsoleReporter:
         s = result.summary
         in_place = s["files_skipped"] - s.get("files_kept", 0)
         line = (f"{s['files_verified']} of {s['files_total']} files verified"
-                + (f" ({in_place} already complete)" if in_place else "")
+                + (f" ({in_place} already in place, checksum matched)" if in_place else "")
                 + (f", {s['files_kept']} kept unread (already in place, not verified)" if s.get("files_kept") else "")
                 + f", {human_bytes(s['bytes'])} in {s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, "
                 f"{s['retries']} retries")
