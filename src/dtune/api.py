@@ -44,10 +44,11 @@ _CLI_ONLY = {"json": "dtune.get() prints nothing: its events go to progress=",
 class FileReport:
     """One file of a transfer. ``path``: where it is on disk (None when it failed);
     ``checksum``: what verified it beyond its size, as the ``file_done`` event says
-    ("sha256 (SHA256SUMS)"), None when only the size was checked or it was already complete."""
+    ("sha256 (SHA256SUMS)"), None when only the size was checked or it was kept."""
 
     relpath: str
-    status: str            # done | skipped (complete from an earlier run) | failed
+    status: str            # done | skipped (in place, hashed: --verify-existing) | kept (in place,
+                           # its size and mtime only: not verified) | failed
     size: int | None
     path: Path | None
     checksum: str | None = None
@@ -216,7 +217,7 @@ class _Events:
         self.checksums: dict[str, str] = {}
 
     def event(self, event: dict) -> None:
-        if event.get("event") == "file_done" and not event.get("skipped"):
+        if event.get("event") == "file_done" and not event.get("kept"):  # (a kept file: not verified)
             checksum = event.get("checksum")  # "sha256 (SHA256SUMS)", or None: the size only
             if checksum:
                 self.checksums[str(event.get("file"))] = str(checksum)

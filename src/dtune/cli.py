@@ -5,7 +5,8 @@ Each sub-command lives in its own module that exposes
 callable ``func(args) -> int`` (the exit code). Commands never print Python
 tracebacks: a ``DtuneError`` becomes one line on stderr.
 
-Exit codes: 0 success, 1 failure (reason printed), 2 usage error, 130 interrupted.
+Exit codes: 0 success, 1 failure (reason printed), 2 usage error, 130 interrupted,
+143 and 129 stopped by SIGTERM and SIGHUP.
 """
 
 from __future__ import annotations

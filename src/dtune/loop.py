@@ -7,12 +7,26 @@ signals; ``run_quietly`` for a library call (``dtune.get``), whose caller does.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from dtune.errors import Stopped
 
 T = TypeVar("T")
+
+INTERRUPTED = 130  # Ctrl-C's exit status (128 + SIGINT), the shell's
+# the stop signal ``run_async`` caught, seen by every task of its run (a list shared with the
+# handler: the handler runs outside the tasks' copies of the context)
+_CAUGHT: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("dtune_stop_signal", default=None)
+
+
+def stop_status() -> int:
+    """The exit status of the run being stopped, as the shell gives it: 128 + the stop signal
+    ``run_async`` caught (143 for SIGTERM, 129 for SIGHUP), else 130 (Ctrl-C, or a library
+    call whose caller interrupted it). Call it from the run's tasks, where it is being stopped."""
+    caught = _CAUGHT.get()
+    return 128 + caught[0] if caught else INTERRUPTED
 
 try:  # uvloop is optional (not on every platform)
     import uvloop
@@ -44,6 +58,7 @@ def run_async(coro: Coroutine[Any, Any, T], *, stop_signals: tuple[int, ...] = (
             if not caught:
                 caught.append(signum)
                 task.cancel()
+        _CAUGHT.set(caught)  # (before the coroutine starts: its tasks copy this context)
         for signum in stop_signals:
             loop.add_signal_handler(signum, stop, signum)
         try:

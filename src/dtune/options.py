@@ -148,6 +148,10 @@ OPTIONS: list[Option] = [
            "access", metavar="FILE"),
     Option(("-k", "--insecure"), "do not check TLS certificates or host names (says so in a warning "
            "at start)", "access", kind="flag"),
+    Option(("--allow-insecure-redirect",), "follow a redirect from https to plain http (refused "
+           "by default: the file or listing fails naming both URLs). The http origin it reaches then "
+           "gets no credential for the rest of the run: no .netrc entry, URL userinfo, token, "
+           "--header or signature, and no cookie marked Secure (docs/access.md)", "access", kind="flag"),
     # ── s3 ──────────────────────────────────────────────────────────────────────────────────
     Option(("--endpoint-url",), "S3 endpoint for s3:// sources, e.g. http://127.0.0.1:9000 for MinIO; "
            "buckets are addressed path-style, ENDPOINT/BUCKET/KEY (default $AWS_ENDPOINT_URL_S3, "
@@ -181,8 +185,13 @@ OPTIONS: list[Option] = [
     Option(("--update",), "fetch only what changed on the server: a file in DIR is kept when its size "
            "and mtime (to the second) are the server's, or, where the listing gives no mtime, when a "
            "conditional GET (If-Modified-Since) answers 304. Without it a file of the listed size is "
-           "kept without comparing content (unless a SHA-256 is published); one whose size is not "
+           "kept without reading it (reported kept, not verified); one whose size is not "
            "listed is asked about with If-Modified-Since too", "selection", kind="flag"),
+    Option(("--verify-existing",), "hash each file already complete in DIR against the checksum the "
+           "source publishes before keeping it (verified), and fetch it again when it differs. "
+           "Without it such a file is kept on its size (and with --update its mtime) unread, and "
+           "reported kept, not verified. A file with no published checksum cannot be verified: it "
+           "stays kept, and a warning names how many (docs/selection.md)", "selection", kind="flag"),
     # ── limits ──────────────────────────────────────────────────────────────────────────────
     Option(("--limit-rate", "--max-overall-download-limit"),
            "most bytes per second for the whole transfer, all connections and mirrors together "

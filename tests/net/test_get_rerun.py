@@ -35,10 +35,13 @@ def test_rerunning_a_finished_tree_reports_every_file_already_complete_and_moves
         plain = run([sys.executable, "-m", "dtune", "get", fake.url("/t/"), "-o", str(out)], env)
     events = [json.loads(line) for line in again.stdout.splitlines()]
     done = [e for e in events if e["event"] == "file_done"]
-    assert len(done) == len(files) and all(e.get("skipped") for e in done)
+    # kept on their size, unread: not verified by this run, and said to be so
+    assert len(done) == len(files) and all(e.get("skipped") and e.get("kept") and e["verified"] is False
+                                           for e in done)
     summary = next(e for e in events if e["event"] == "summary")
-    assert summary["files_skipped"] == summary["files_verified"] == len(files)
+    assert summary["files_skipped"] == summary["files_kept"] == len(files) and summary["files_verified"] == 0
     assert summary["bytes"] == 0
-    assert f"{len(files)} of {len(files)} files verified ({len(files)} already complete)" in plain.stdout
+    assert (f"0 of {len(files)} files verified, {len(files)} kept unread (already in place, not verified)"
+            in plain.stdout)
     for path, data in files.items():
         assert (out / path.removeprefix("/t/")).read_bytes() == data

@@ -171,8 +171,12 @@ def test_get_a_tree_verifies_every_file_and_records_it_in_the_history(served: st
     assert history_sources() == [url]
     assert capsys.readouterr() == ("", "")   # never prints
 
-    again = dtune.get(url, tmp_path / "out", no_history=True)   # a rerun: complete files are skipped
-    assert again.ok and {f.status for f in again.files} == {"skipped"}
+    again = dtune.get(url, tmp_path / "out", no_history=True)   # a rerun: complete files are kept (unread)
+    assert again.ok and {f.status for f in again.files} == {"kept"}
+    assert again.summary["files_kept"] == len(CLIMATE) and again.summary["files_verified"] == 0
+    checked = dtune.get(url, tmp_path / "out", no_history=True, verify_existing=True)  # hashed in place
+    assert {f.relpath: (f.status, f.checksum) for f in checked.files} == {
+        rel: ("skipped", "sha256 (dtune manifest)") for rel in CLIMATE}
     assert history_sources() == [url]
 
 

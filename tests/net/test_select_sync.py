@@ -167,7 +167,7 @@ def test_a_second_run_skips_everything_and_update_fetches_only_what_changed_on_t
     mark = len(nginx.log())
     again = _get(env, source, out)
     assert again.returncode == 0, again.stderr
-    assert f"{len(TREE)} of {len(TREE)} files verified ({len(TREE)} already complete)" in again.stdout
+    assert f"0 of {len(TREE)} files verified, {len(TREE)} kept unread" in again.stdout
     assert not _files_asked(nginx, mark)
     # on the server: one file gets a new size, another only a new mtime (same size, other bytes)
     root = nginx.root
@@ -185,7 +185,7 @@ def test_a_second_run_skips_everything_and_update_fetches_only_what_changed_on_t
     assert _files_asked(nginx, mark) == ["/b.txt"]  # one GET: the file whose mtime moved
     assert read_tree(out) == {**TREE, "sub/c.nc": b"C" * 555, "b.txt": b"B" * 200}
     summary = json.loads(update.stdout.splitlines()[-1])
-    assert summary["files_skipped"] == len(TREE) - 1 and summary["files_verified"] == len(TREE)
+    assert summary["files_skipped"] == summary["files_kept"] == len(TREE) - 1 and summary["files_verified"] == 1
     mark = len(nginx.log())
     assert _get(env, source, out, "--update").returncode == 0
     assert not _files_asked(nginx, mark)
@@ -208,7 +208,7 @@ def test_without_listing_dates_a_file_in_place_is_asked_if_modified_since_and_a_
             plain = _get(env, source, out, "--include", "*.nc")  # no size listed: asked, even without --update
             assert plain.returncode == 0, plain.stderr
             assert {line.status for line in server.log()[mark:] if not line.uri.endswith("/")} == {304}
-            assert f"({len(want)} already complete)" in plain.stdout
+            assert f", {len(want)} kept unread" in plain.stdout
             os.utime(root / "g.nc", (OLD + 100, OLD + 100))
             mark = len(server.log())
             update = _get(env, source, out, "--include", "*.nc", "--update", "--json")
@@ -235,7 +235,7 @@ def test_a_single_file_url_is_skipped_on_a_second_run_and_fetched_again_by_updat
     assert os.stat(out / "c.nc").st_mtime == OLD  # the HEAD's Last-Modified
     mark = len(nginx.log())
     again = _get(env, url, out, "--update")
-    assert again.returncode == 0 and "(1 already complete)" in again.stdout
+    assert again.returncode == 0 and "0 of 1 files verified, 1 kept unread" in again.stdout
     assert not _files_asked(nginx, mark)
     os.utime(nginx.root / "sub/c.nc", (OLD + 10, OLD + 10))
     mark = len(nginx.log())

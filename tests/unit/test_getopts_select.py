@@ -35,3 +35,12 @@ def test_the_environment_gives_one_pattern_per_line() -> None:
 def test_a_pattern_that_names_nothing_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="--include/--exclude: pattern '/' names nothing"):
         _plan({"exclude": ["/"]})
+
+
+def test_verify_existing_and_allow_insecure_redirect_reach_the_engine_and_the_access_off_by_default() -> None:
+    plan = _plan({"verify_existing": True, "allow_insecure_redirect": True})
+    assert plan.options.verify_existing and plan.access.allow_insecure_redirect
+    default = _plan({})
+    assert not default.options.verify_existing and not default.access.allow_insecure_redirect
+    from_env = _plan({}, {"DTUNE_VERIFY_EXISTING": "1", "DTUNE_ALLOW_INSECURE_REDIRECT": "1"})
+    assert from_env.options.verify_existing and from_env.access.allow_insecure_redirect

@@ -68,7 +68,7 @@ def nodes_summary(results: list[ShardResult]) -> dict[str, dict]:
         n["retries"] += r.retries
         piece_files = {p[0] for p in r.pieces}
         n["pieces"] += len(r.pieces)
-        n["files"] += sum(1 for f in r.files if f.status in ("done", "skipped") and f.relpath not in piece_files)
+        n["files"] += sum(1 for f in r.files if f.status in ("done", "skipped", "kept") and f.relpath not in piece_files)
     for n in nodes.values():
         n["rate_mbps"] = round(n["bytes"] * 8 / 1e6 / n["seconds"], 3) if n["seconds"] > 0 else 0.0
         n["seconds"] = round(n["seconds"], 3)
@@ -444,7 +444,7 @@ class Session:
         snap.bytes = moved
         snap.bytes_resumed = sum(r.bytes_resumed for r in results)
         snap.files_done = sum(1 for f in out.files if f.status == "done")
-        snap.files_skipped = sum(1 for f in out.files if f.status == "skipped")
+        snap.files_skipped = sum(1 for f in out.files if f.status in ("skipped", "kept"))
         snap.files_failed = sum(1 for f in out.files if f.status == "failed")
         for r in results:
             for origin, (nbytes, requests) in r.origins.items():

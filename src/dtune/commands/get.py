@@ -75,10 +75,11 @@ check the exit status. Progress, messages and --json events go to stderr. A
 source that lists several files is a usage error. A reader that exits early
 (| head -c 100) ends dtune quietly with exit status 141, as cat's.
 
-Exit status: 0 every file verified; 1 some file failed (listed), or a host that
+Exit status: 0 every file verified (or kept from an earlier run); 1 some file failed (listed), or a host that
 does not resolve or refuses at the first contact; 2 usage error (an unsupported
 scheme such as ftp://, a SOURCE that is no file and no URL, several files for
--o -); 130 interrupted; 141 the reader of -o - went away.
+-o -); 130 interrupted (Ctrl-C); 143 and 129 stopped by SIGTERM and SIGHUP (the history
+records the same status); 141 the reader of -o - went away.
 """
 
 STREAM_CLOSED = 141  # 128 + SIGPIPE: what a shell reports for cat when its reader exits first

@@ -125,9 +125,12 @@ class ConsoleReporter:
             print("\n".join(listing(result.files)), flush=True)
             return
         s = result.summary
-        line = (f"{s['files_verified']} of {s['files_total']} files verified "
-                f"({s['files_skipped']} already complete), {human_bytes(s['bytes'])} in "
-                f"{s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, {s['retries']} retries")
+        in_place = s["files_skipped"] - s.get("files_kept", 0)
+        line = (f"{s['files_verified']} of {s['files_total']} files verified"
+                + (f" ({in_place} already in place, checksum matched)" if in_place else "")
+                + (f", {s['files_kept']} kept unread (already in place, not verified)" if s.get("files_kept") else "")
+                + f", {human_bytes(s['bytes'])} in {s['seconds']:.2f} s = {s['mbps']:.1f} Mbit/s, "
+                f"{s['retries']} retries")
         if s["files_verified"]:
             line += f"; {s['files_by_checksum']} checked by checksum, {s['files_by_size']} by size only"
         print(line, file=self.out or sys.stdout, flush=True)

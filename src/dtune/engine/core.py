@@ -63,7 +63,7 @@ from dtune.engine.outcomes import (
     ReplicaHealth,
 )
 from dtune.engine.politeness import Politeness, Refused
-from dtune.engine.reports import FileReports, verified_by
+from dtune.engine.reports import FileReports
 from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
@@ -243,11 +243,11 @@ class Engine:
         acct.tick(self.now())
         result = TransferResult(snapshot=self.snapshot())
         for f in self.files:
-            status = {"done": "done", "skipped": "skipped"}.get(f.status, "failed")
+            status = {"done": "done", "skipped": "kept" if f.kept_by else "skipped"}.get(f.status, "failed")
             error = f.error if status == "failed" else None
             if status == "failed" and error is None:
                 error = f"{f.relpath}: transfer did not finish"
-            checksum = f.checksum.label() if f.checksum is not None and status != "failed" else None
+            checksum = f.checksum.label() if f.checksum is not None and status in ("done", "skipped") else None
             result.files.append(FileResult(f.relpath, status, f.size, error, checksum, list(f.dropped),
                                            sum(r.renewed for r in f.replicas)))
         return result
@@ -293,8 +293,8 @@ class Engine:
     # ---- setup / teardown ------------------------------------------------------
     async def _prepare(self) -> None:
         acct = self.acct
-        update = self.options.update
-        states = await asyncio.to_thread(lambda: [f.resume_state(update) for f in self.files])
+        update, verify = self.options.update, self.options.verify_existing
+        states = await asyncio.to_thread(lambda: [f.resume_state(update, verify) for f in self.files])
         sizes_known = all(f.size is not None for f in self.files)
         acct.dataset(sum(f.wanted or 0 for f in self.files) if sizes_known else None, len(self.files))
         for name, part in self.partitions.items():
@@ -302,9 +302,7 @@ class Engine:
                            files=len(part.files))
         for f, state in zip(self.files, states, strict=True):
             if state == "skip":
-                f.status = "skipped"
-                acct.file_skipped(f.partition, f.size or 0)
-                self._emit("file_done", file=f.relpath, size=f.size, skipped=True, **verified_by(f))
+                self.reports.in_place(f)
                 continue
             if state == "resume":
                 acct.resumed(f.partition, f.resumed)

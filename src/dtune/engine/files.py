@@ -5,13 +5,14 @@ Life of a file (``FileState.status``)::
     queued ──▶ active ──▶ verifying ──▶ done
        ▲          │            │
        └─ backoff ┘            └──▶ failed (size / checksum mismatch)
-    (a resumable final file found at start: skipped)
+    (a complete final file found at start: skipped)
     (a final file in place whose conditional GET is answered 304: skipped)
 
 A final file already in place is judged by ``on_disk`` (sync): skipped when
-it is the server's (size, sha-256 when known; with ``update`` also the
-mtime), fetched again when it is not, or asked about with a conditional GET
-when the listing cannot tell.
+it is the server's (size; with ``update`` also the mtime; with ``verify``,
+--verify-existing, its published checksum), fetched again when it is not, or
+asked about with a conditional GET when the listing cannot tell. A file
+skipped without its content read is *kept* (``kept_by``), not verified.
 
 Disk operations here are plain blocking calls; the engine runs the slow ones
 (fsync, hashing, rename) in a worker thread.
@@ -35,21 +36,22 @@ from dtune.http.validators import Validators, http_time
 
 
 def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: float | None,
-            sha256_known: bool, update: bool) -> str:
+            checksum_known: bool, update: bool, verify: bool = False) -> str:
     """What to do with a final file already in place (no journal next to it).
 
     "fetch"  it differs from the server's: fetch it again (its size differs, or under
              ``update`` its mtime, to the second)
-    "hash"   a SHA-256 is published: skip it if its digest matches, else fetch
-    "skip"   it is complete: without ``update``, a file of the right size is not compared
-             for content; under ``update`` its mtime is the server's too
+    "hash"   a checksum is published and either ``verify`` (--verify-existing) asks for it or
+             the listing gives no size: keep it if its digest matches (verified), else fetch
+    "skip"   keep it without reading it (kept, not verified): without ``update`` a file of
+             the right size; under ``update`` its mtime is the server's too
     "ask"    the listing cannot tell (no size; under ``update`` no mtime): a conditional GET
-             (If-Modified-Since its mtime) decides; a 304 skips it, anything else fetches it
+             (If-Modified-Since its mtime) decides; a 304 keeps it, anything else fetches it
     Pure: plain numbers in, a word out.
     """
     if size is not None and local_size != size:
         return "fetch"
-    if sha256_known:
+    if checksum_known and (verify or size is None):
         return "hash"
     if not update:
         return "skip" if size is not None else "ask"
@@ -151,6 +153,9 @@ class FileState:
         # If-Modified-Since its mtime (the HTTP date); a 304 skips the file. Cleared by the first 200/206
         self.if_modified_since: str | None = None
         self.local_size: int | None = None  # that file's size (a skipped file's, when the listing has none)
+        # a final file in place kept without its content checked: what matched ("size", "size and
+        # mtime", "not modified": a 304); None for a file fetched, or hashed against its checksum
+        self.kept_by: str | None = None
 
     def serves(self, replica: int) -> bool:
         """May a lane of ``replica`` fetch this file (it has that URL, and it was not dropped)?"""
@@ -258,19 +263,23 @@ class FileState:
         return bool(self.unassigned)
 
     # ---- disk ----------------------------------------------------------------
-    def resume_state(self, update: bool = False) -> str:
+    def resume_state(self, update: bool = False, verify: bool = False) -> str:
         """Look at the disk before transferring: 'skip', 'resume' or 'fresh' (a fresh file may
-        carry ``if_modified_since``). ``update``: --update (see ``on_disk``). A piece is never
-        skipped here: its parent decided to fetch the file. Blocking."""
+        carry ``if_modified_since``). ``update``: --update, ``verify``: --verify-existing (see
+        ``on_disk``); a file skipped unread says why in ``kept_by``. A piece is never skipped
+        here: its parent decided to fetch the file. Blocking."""
+        self.kept_by = None
         if self.piece is None and os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
             try:
                 st = os.stat(self.final_path)
                 decision = on_disk(st.st_size, st.st_mtime, size=self.size, mtime=self.spec.mtime,
-                                   sha256_known=self.checksum is not None, update=update)
+                                   checksum_known=self.checksum is not None, update=update, verify=verify)
                 if decision == "skip" or (decision == "hash" and self.checksum is not None and
                                           digest_file(self.final_path, self.checksum.algo) == self.checksum.hex):
                     if self.size is None:
                         self.size = st.st_size
+                    if decision == "skip":
+                        self.kept_by = "size and mtime" if update else "size"
                     return "skip"
                 if decision == "ask":
                     from email.utils import formatdate  # (only then: its import is start-up time)

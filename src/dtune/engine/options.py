@@ -158,3 +158,5 @@ class EngineOptions:
     timer_slack: float = 0.005        # seconds added to wake-up timers (uvloop fires up to 1 ms early)
     update: bool = False              # --update: a file in place is skipped only when its size and mtime are the
                                       # server's (or a conditional GET answers 304), see files.on_disk
+    verify_existing: bool = False     # --verify-existing: a file in place is hashed against its published
+                                      # checksum before it is kept (reading it costs a pass over the disk)

@@ -80,9 +80,13 @@ class LaneControl(Protocol):
 
 def verified_by(f: FileState) -> dict:
     """What a ``file_done`` event says verified the file: ``"checksum": "sha256 (SHA256SUMS)"`` (None:
-    its size alone), and ``sha256_verified``, the key older readers of the events know."""
+    its size alone), and ``sha256_verified``, the key older readers of the events know. A file
+    kept in place unread (``kept_by``) is not verified: ``kept``, and what matched."""
+    if f.kept_by is not None:
+        return {"verified": False, "kept": True, "kept_by": f.kept_by, "checksum": None,
+                "sha256_verified": False}
     c = f.checksum
-    return {"checksum": c.label() if c is not None else None,
+    return {"verified": True, "checksum": c.label() if c is not None else None,
             "sha256_verified": c is not None and c.algo == "sha256"}
 
 
@@ -182,16 +186,24 @@ class FileReports:
             self.lanes.adopt(f)
             self.lanes.wake_partition(f)
 
-    def _skip_file(self, f: FileState) -> None:
-        """The file needs nothing fetched: counted as skipped, as a complete file found at start."""
+    def in_place(self, f: FileState) -> None:
+        """A complete file found in place at the start needs nothing fetched: counted as skipped,
+        and reported verified (its checksum hashed) or kept (``kept_by``: its size, mtime)."""
         f.status = "skipped"
+        self.acct.file_skipped(f.partition, f.size or 0)
+        self._emit("file_done", file=f.relpath, size=f.size, skipped=True, **verified_by(f))
+
+    def _skip_file(self, f: FileState) -> None:
+        """The file needs nothing fetched (a 304): kept, as a complete file found at start is."""
+        f.status = "skipped"
+        f.kept_by = "not modified"
         f.gen += 1  # the other answers to its conditional requests are dropped
         if f.size is None:
             f.size = f.local_size
         f.close_files()
         self.acct.file_skipped(f.partition, f.size or 0)
         self._detach(f)
-        self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True)
+        self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True, **verified_by(f))
         self._file_finished()
 
     def _settle(self, f: FileState) -> None:

@@ -181,8 +181,8 @@ class RangeJob:
             return self._accept_full(headers)
         if status in REDIRECT_STATUSES and headers.get("location"):
             location = headers["location"]
+            login = sign_in(self.access, self.url, location, b"\r\nCookie: " in self.request)  # (may refuse it)
             self.redirected = True  # (given back without penalty)
-            login = sign_in(self.access, self.url, location, b"\r\nCookie: " in self.request)
             if login is not None:
                 # a login: this request waits for it (``on_complete``), then goes again or follows
                 self.login, self.login_to = login, location

@@ -11,10 +11,12 @@ from dtune.accounting import Snapshot
 class FileResult:
     """What became of one file of a transfer."""
     relpath: str
-    status: str           # done | skipped | failed; a dry run's: fetch | skip | resume | check
+    status: str           # done | skipped (in place, hashed) | kept (in place, unread) | failed;
+                          # a dry run's: fetch | skip | resume | check
     size: int | None
     error: str | None = None
     checksum: str | None = None  # what verified a done/skipped file ("sha256 (SHA256SUMS)"); None: size only
+                                 # (or kept: not verified)
     # replicas this file stopped using, in order: {replica, url (redacted), status, reason}
     dropped: list[dict] = field(default_factory=list)
     renewed: int = 0      # expired links renewed from the original URLs (``engine.files.Replica``)

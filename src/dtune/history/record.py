@@ -28,7 +28,7 @@ from dtune.history.row import TransferRecord
 if TYPE_CHECKING:
     from dtune.engine.result import TransferResult
 
-DONE_STATUSES = ("done", "skipped")   # verified on disk, now or by an earlier run
+DONE_STATUSES = ("done", "skipped", "kept")   # on disk: verified now, or kept from an earlier run
 
 
 def iso_utc(when: datetime | str | float) -> str:

@@ -12,9 +12,12 @@ URL that dtune prints, and each one is **scoped**:
   redirect to another origin never carries it;
 - ``Access.trust(origin)`` widens the user-named set, for the URLs of a URL
   list or Metalink the user gave;
-- an http origin reached by a redirect from https (and not named by the user)
-  gets no credential at all, only the cookies not marked Secure
-  (``Access.redirected``): a downgrade never carries a password in clear.
+- a redirect from https to http is refused (``InsecureRedirect``, naming both
+  URLs and the option) unless ``allow_insecure_redirect`` (--allow-insecure-redirect);
+  then the http origin it reached gets no credential at all for the rest of the
+  transfer, named by the user or not: no netrc, userinfo, token, --header or
+  signature, and only the cookies not marked Secure (``Access.redirected``): a
+  downgrade never carries a password in clear.
 
 Cookies: ``jar`` (``http.cookies.CookieJar``) is the transfer's one jar, the
 last header source; every response's ``Set-Cookie`` goes to it
@@ -36,10 +39,31 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from dtune.errors import DtuneError
+from dtune.errors import DtuneError, HTTPError
 from dtune.http.connection import Connection, open_connection
 from dtune.http.cookies import CookieJar
 from dtune.http.message import Origin, build_request, resolve_location, split_url
+from dtune.http.redact import redact_url
+
+
+def _shown(url: str) -> str:
+    """``url`` as a message may show it: no ``user:password@``, no signature query values."""
+    scheme, sep, rest = url.partition("://")
+    authority = rest[:min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))]
+    if sep and "@" in authority:
+        rest = rest[authority.rfind("@") + 1:]
+    return redact_url(scheme + sep + rest)
+
+
+class InsecureRedirect(HTTPError):
+    """An https answer redirected to plain http, and --allow-insecure-redirect was not given:
+    the request, and the file or listing it was for, fails (asking again changes nothing)."""
+
+    def __init__(self, asked: str, target: str) -> None:
+        super().__init__(f"{_shown(asked)} redirected to {_shown(target)}: an https to http "
+                         f"redirect is refused (the request and any credential would cross the network "
+                         f"in clear); --allow-insecure-redirect follows it, without any credential",
+                         retryable=False)
 
 
 class HeaderSource(Protocol):
@@ -89,11 +113,12 @@ class Access:
 
     def __init__(self, sources: Iterable[HeaderSource] = (), *, route: Route | None = None,
                  ssl_context: ssl.SSLContext | None = None, trusted: Iterable[Origin] = (),
-                 jar: CookieJar | None = None) -> None:
+                 jar: CookieJar | None = None, allow_insecure_redirect: bool = False) -> None:
         self.jar = jar
+        self.allow_insecure_redirect = allow_insecure_redirect  # follow https → http (credentials dropped)
         self.sources = list(sources) + ([jar] if jar is not None else [])
         self._cookies_only: list[HeaderSource] = [jar] if jar is not None else []
-        self.downgraded: set[Origin] = set()   # http origins reached from https by a redirect only
+        self.downgraded: set[Origin] = set()   # http origins reached from https by a redirect
         self.logins = Logins()
         self.route = route
         self.ssl_context = ssl_context
@@ -110,16 +135,22 @@ class Access:
         self.trust(split_url(url)[0])
 
     def redirected(self, asked: str, location: str) -> None:
-        """A request to ``asked`` was redirected to ``location``: an https → http hop to an origin
-        the user did not name marks it, and it gets no credential from then on."""
-        if not asked.startswith("https:"):
+        """A request to ``asked`` was redirected to ``location``: called before the redirect is
+        followed (a login walk's first hop included). An https → http hop raises
+        ``InsecureRedirect`` unless ``allow_insecure_redirect``; allowed, it marks the http
+        origin, which gets no credential from then on (only cookies not marked Secure)."""
+        if asked[:6].lower() != "https:":
             return
         try:
-            to = split_url(resolve_location(asked, location))[0]
+            target = resolve_location(asked, location)
+            to = split_url(target)[0]
         except DtuneError:
             return  # (the redirect's follower says what is wrong with it)
-        if to.scheme == "http" and to not in self.trusted:
-            self.downgraded.add(to)
+        if to.scheme != "http":
+            return
+        if not self.allow_insecure_redirect:
+            raise InsecureRedirect(asked, target)
+        self.downgraded.add(to)
 
     def received(self, origin: Origin, target: str, headers: Mapping[str, str]) -> None:
         """A response head from ``origin`` to a request for ``target``: its ``Set-Cookie`` values

@@ -233,10 +233,12 @@ def sign_in(access: Access, asked: str, location: str, sent_cookie: bool) -> asy
     other (within the origin; an origin known to serve its data elsewhere; logins used up).
 
     The future's result: True, signed in (ask ``asked`` again); False, no login (follow the
-    redirect); an HTTPError, the login failed. ``sent_cookie``: the request carried a cookie;
+    redirect); an HTTPError, the login failed. An https → http redirect raises
+    ``InsecureRedirect`` here (``Access.redirected``) unless --allow-insecure-redirect. ``sent_cookie``: the request carried a cookie;
     one that carried none while the jar now has one for it was only sent too early, and is
     asked again without a new login.
     """
+    access.redirected(asked, location)  # (an https → http hop: refused here, or credentials dropped)
     try:
         home, target = split_url(asked)
         there = split_url(resolve_location(asked, location))[0]

@@ -16,7 +16,9 @@ The rules are RFC 6265's (section 5.2 parses, 5.3 stores, 5.4 sends):
   may not be a public suffix (a single label such as ``com`` or
   ``localhost``, or one of the few multi-label ones in ``PUBLIC_SUFFIXES``)
   unless it is the host itself; without it the cookie is host-only. An IP
-  address matches only itself, never as a suffix.
+  address matches only itself, never as a suffix (RFC 6265 5.1.3). A cookie
+  file's line for a public suffix or an IP with the subdomains flag is read as
+  host-only, and ``Cookie.matches`` holds both rules whoever made the cookie.
 - ``Path``: the default path is the request path up to its last '/'.
 - ``Secure`` cookies are sent over https only, and an http answer cannot set
   one (RFC 6265bis, as curl and browsers do). ``HttpOnly`` is kept (it is
@@ -73,7 +75,9 @@ class Cookie:
             return False
         if host == self.domain:
             return True
-        return self.subdomains and host.endswith("." + self.domain) and not is_ip(host)
+        # (a public suffix or an IP is never a domain to match under, whoever made the cookie)
+        return (self.subdomains and host.endswith("." + self.domain) and not is_ip(host)
+                and not is_ip(self.domain) and not is_public_suffix(self.domain))
 
     def path_matches(self, path: str) -> bool:
         """RFC 6265 5.1.4: the cookie's path is the request path or a '/'-bounded prefix of it."""
@@ -140,8 +144,9 @@ def parse_cookie_line(line: str, now: float) -> Cookie | None:
     when = int(when_text)
     if when != 0 and when <= now:
         return None
-    return Cookie(domain, subdomains and not is_ip(domain), path, secure.upper() == "TRUE", max(when, 0),
-                  name, value, http_only)
+    # an IP address or a public suffix matches only itself (a file's ".com TRUE" is host-only "com")
+    return Cookie(domain, subdomains and not is_ip(domain) and not is_public_suffix(domain), path,
+                  secure.upper() == "TRUE", max(when, 0), name, value, http_only)
 
 
 @dataclass

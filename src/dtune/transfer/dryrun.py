@@ -28,13 +28,13 @@ from dtune.units import human_bytes
 STATES = ("fetch", "skip", "resume", "check")
 
 
-def disk_states(specs: list[FileSpec], paths: list[Path], update: bool) -> list[str]:
+def disk_states(specs: list[FileSpec], paths: list[Path], update: bool, verify: bool = False) -> list[str]:
     """The word for each file (see the module docstring). Blocking: reads the output directory
-    (and hashes a file in place when its SHA-256 is published)."""
+    (and hashes a file in place against its published checksum under ``verify``)."""
     states = []
     for i, (spec, path) in enumerate(zip(specs, paths, strict=True)):
         f = FileState(i, spec, path, "all")
-        state = f.resume_state(update)
+        state = f.resume_state(update, verify)
         if state == "fresh":
             state = "check" if f.if_modified_since is not None else "fetch"
         states.append(state)
@@ -100,7 +100,8 @@ async def dry_run(request: TransferRequest, emit: EventSink) -> TransferResult:
         emit({"event": "warning", "reason": warning})
     refuse_collisions(dataset, request.outdir)
     specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
-    states = await asyncio.to_thread(disk_states, specs, paths, request.options.update)
+    states = await asyncio.to_thread(disk_states, specs, paths, request.options.update,
+                                    request.options.verify_existing)
     result = TransferResult(dry_run=True)
     for spec, state in zip(specs, states, strict=True):
         result.files.append(FileResult(spec.relpath, state, spec.size))

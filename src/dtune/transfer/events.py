@@ -17,7 +17,8 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
     snap = result.snapshot
     moved = snap.bytes if snap else 0
     done = sum(1 for f in result.files if f.status == "done")
-    skipped = sum(1 for f in result.files if f.status == "skipped")
+    skipped = sum(1 for f in result.files if f.status == "skipped")  # in place, its checksum hashed
+    kept = sum(1 for f in result.files if f.status == "kept")  # in place, its size (and mtime) only
     origins = {}
     if snap is not None:
         for origin, view in snap.origins.items():
@@ -27,13 +28,16 @@ def summary_fields(result: TransferResult, seconds: float) -> dict:
     used = sum(1 for v in origins.values() if v["share"] >= 0.01)
     by_checksum: dict[str, int] = {}
     for f in result.files:
-        if f.status != "failed" and f.checksum is not None:
+        if f.status in ("done", "skipped") and f.checksum is not None:
             by_checksum[f.checksum] = by_checksum.get(f.checksum, 0) + 1
     checked = sum(by_checksum.values())
     return {"origins": origins,
             "replica_utilisation": round(used / len(origins), 3) if origins else None,
-            "files_total": len(result.files), "files_verified": done + skipped,
-            "files_skipped": skipped, "files_failed": len(result.failed), "bytes": moved,
+            # verified: fetched and checked now, or in place and hashed against a published
+            # checksum (--verify-existing); kept: in place, judged by size (and mtime) unread;
+            # skipped: nothing fetched (verified in place, or kept)
+            "files_total": len(result.files), "files_verified": done + skipped, "files_kept": kept,
+            "files_skipped": skipped + kept, "files_failed": len(result.failed), "bytes": moved,
             # of the verified files: how many a published checksum verified (and which), how many
             # only their size
             "files_by_checksum": checked, "files_by_size": done + skipped - checked,

@@ -200,7 +200,8 @@ def access_from(values: Mapping[str, Any], sources: list[str], mirrors: list[str
         from dtune.http.proxy import route_from  # (only with a proxy: asyncio's ssl glue, ~40 ms)
         route = route_from(values, env)
     jar = cookie_jar(values, warnings.append)  # the transfer's one jar (``--cookies``: saved back there)
-    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted, jar=jar)
+    access = Access(headers, route=route, ssl_context=ssl_context_from(values), trusted=trusted, jar=jar,
+                    allow_insecure_redirect=bool(values.get("allow_insecure_redirect")))
     access.warnings.extend(warnings)
     access.warnings.extend(tls_warnings(access.ssl_context))
     return access, clean[0], clean[1]
@@ -219,6 +220,7 @@ def request_from(sources: list[str], output: str, values: Mapping[str, Value],
     options = EngineOptions(stall_timeout=v["stall_timeout"], connect_timeout=v["connect_timeout"],
                             retries=v["retries"], speed_limit=v["speed_limit"], speed_time=v["speed_time"],
                             header_timeout=v["header_timeout"], update=v["update"],
+                            verify_existing=v["verify_existing"],
                             limit_rate=v["limit_rate"], max_rps=tuple(v["max_rps"] or ()),
                             retry_after_max=v["max_retry_after"])
     include, exclude = list(v["include"] or []), list(v["exclude"] or [])

@@ -33,6 +33,7 @@ from dtune.errors import DiskError, DtuneError, UsageError
 from dtune.fileio import lock_directory
 from dtune.history.lite import sqlite_path
 from dtune.history.record import save_transfer
+from dtune.loop import INTERRUPTED, stop_status
 from dtune.transfer import dryrun
 from dtune.transfer.driver import fetch
 from dtune.transfer.events import Clock, EventSink, summary_event
@@ -97,8 +98,13 @@ async def run(request: TransferRequest, *, on_event: EventSink | None = None,
         result = await _run_locked(request, emit, progress, scale_out)
     except (asyncio.CancelledError, KeyboardInterrupt):  # Ctrl-C, SIGTERM, SIGHUP
         if request.record_history:
-            emit(record_interrupted(request, seen[-1] if seen else None, started_at=clock.started_at))
+            emit(record_interrupted(request, seen[-1] if seen else None, started_at=clock.started_at,
+                                    status=stop_status()))
         raise
+    unverified = [f.relpath for f in result.files if f.status == "kept"]
+    if request.options.verify_existing and unverified:  # (a checksum would have been hashed)
+        emit({"event": "warning", "reason": f"--verify-existing: {len(unverified)} file(s) in place kept "
+              f"unverified: no checksum is published for them (first: {unverified[0]})"})
     _save_cookies(request, emit)
     seconds = clock.elapsed()
     if request.record_history:
@@ -241,13 +247,13 @@ def record(request: TransferRequest, result: TransferResult, *, status: int, sta
         return {"event": "warning", "reason": f"transfer history not written: {exc}"}
 
 
-INTERRUPTED = 130  # the exit status an interrupted run is recorded with (Ctrl-C's; SIGTERM's too)
 RECORD_WAIT = 5.0  # seconds an interrupted run waits for its history row before it exits anyway
 
 
 def record_interrupted(request: TransferRequest, snapshot: Snapshot | None, *, started_at: float,
-                       wait: float = RECORD_WAIT) -> dict:
-    """Record an interrupted transfer (``exit_status`` 130) with what it had moved (the engine's
+                       status: int = INTERRUPTED, wait: float = RECORD_WAIT) -> dict:
+    """Record an interrupted transfer with the status the process exits with (``status``: 130
+    for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP: ``loop.stop_status``) and what it had moved (the engine's
     last ``snapshot``; a row of its request alone when there is none) and return the event that
     says so. Bounded: the row is written in a thread waited for at most ``wait`` seconds (a
     database that does not answer must not hold the exit), then a warning says it was not."""
@@ -256,7 +262,7 @@ def record_interrupted(request: TransferRequest, snapshot: Snapshot | None, *, s
 
     def write() -> None:
         try:
-            box.append(record(request, result, status=INTERRUPTED, started_at=started_at))
+            box.append(record(request, result, status=status, started_at=started_at))
         except Exception as exc:  # (a thread's traceback must not be the last word of a stopped run)
             box.append({"event": "warning", "reason": f"transfer history not written: {type(exc).__name__}: {exc}"})
 

@@ -619,7 +619,7 @@ def test_resume_state_skips_complete_files_and_journal_resume_asks_only_missing_
     (out / ("r.bin" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {300 * KIB}\nR 300")
     run = fetch(server, tmp_path, [spec(server, "/r.bin"), spec(server, "/done.bin")], Params(1, 2, 2))
     assert run.result.ok
-    assert [f.status for f in run.result.files] == ["done", "skipped"]
+    assert [f.status for f in run.result.files] == ["done", "kept"]
     assert_exact(run, server, "/r.bin", "/done.bin")
     assert server.gets("/done.bin") == []
     asked = server.asked("/r.bin")

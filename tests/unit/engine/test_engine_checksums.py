@@ -3,6 +3,7 @@ what it cannot check (crc32c without its package) for a rerun."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.engine import KIB, blob, fetch, spec
+from support.engine import FAST, KIB, blob, fetch, spec
 from support.fakeserver import FakeServer, Rule
 
 from dtune import checksums
@@ -103,18 +104,19 @@ def test_a_new_journal_header_records_the_checksum_as_algo_hex(tmp_path: Path) -
     assert state is not None and state.header["checksum"] == "adler32:0badcafe" and "sha256" not in state.header
 
 
-def test_a_complete_final_file_is_skipped_only_when_its_checksum_matches(
+def test_verify_existing_skips_a_complete_final_file_only_when_its_checksum_matches(
         server: FakeServer, tmp_path: Path) -> None:
     data = server.files["/s.bin"] = blob(5000)
     out = tmp_path / "out"
     out.mkdir()
     (out / "s.bin").write_bytes(data)
     md5 = Checksum("md5", hashlib.md5(data).hexdigest(), "MD5SUMS")
-    run = fetch(server, tmp_path, [spec(server, "/s.bin", checksum=md5)])
+    verify = dataclasses.replace(FAST, verify_existing=True)
+    run = fetch(server, tmp_path, [spec(server, "/s.bin", checksum=md5)], options=verify)
     assert run.status("s.bin") == "skipped" and server.gets("/s.bin") == []
     assert [e.get("checksum") for e in run.events if e["event"] == "file_done"] == ["md5 (MD5SUMS)"]
     (out / "s.bin").write_bytes(data[:-1] + b"?")
-    again = fetch(server, tmp_path, [spec(server, "/s.bin", checksum=md5)])
+    again = fetch(server, tmp_path, [spec(server, "/s.bin", checksum=md5)], options=verify)
     assert again.status("s.bin") == "done" and (out / "s.bin").read_bytes() == data
 
 

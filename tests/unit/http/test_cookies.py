@@ -1,5 +1,5 @@
 """``dtune.http.cookies``: RFC 6265's rules for what a ``Set-Cookie`` stores and where a cookie
-goes, the Netscape file both ways, and untrusted input that never crashes the parsers."""
+goes, the Netscape file both ways (the property tests of the parsers: test_cookies_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from support.recorder import Recorder, response
 
-from dtune.http.access import Access
+from dtune.http.access import Access, InsecureRedirect
 from dtune.http.auth import OriginBasic, basic_auth
 from dtune.http.connection import Connection
 from dtune.http.cookies import (
@@ -196,20 +194,33 @@ class _Sink:
 # -- an https → http redirect carries no credential ------------------------------------------
 
 
-def test_after_an_https_to_http_hop_only_cookies_not_marked_secure_go() -> None:
+def test_an_https_to_http_hop_is_refused_naming_both_urls_redacted_and_the_option() -> None:
+    access = Access([OriginBasic({Origin("http", "cdn.example.org", 80): ("u", "p")})])
+    with pytest.raises(InsecureRedirect) as refused:
+        access.redirected("https://u:secret@data.example.org/f?X-Amz-Signature=abc", "http://cdn.example.org/f")
+    said = str(refused.value)
+    assert said.startswith("https://data.example.org/f") and "redirected to http://cdn.example.org/f" in said
+    assert "--allow-insecure-redirect" in said and "secret" not in said and "abc" not in said
+    assert refused.value.retryable is False and access.downgraded == set()
+    access.redirected("https://data.example.org/f", "https://other.example.org/f")  # https → https: as ever
+    access.redirected("http://data.example.org/f", "http://other.example.org/f")    # http → http: as ever
+    access.redirected("https://data.example.org/f", "//cdn.example.org/g")  # scheme-relative: still https
+    with pytest.raises(InsecureRedirect):
+        access.redirected("HTTPS://data.example.org/f", "HTTP://cdn.example.org/g")  # schemes in any case
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["not-named", "named-by-the-user"])
+def test_after_an_allowed_https_to_http_hop_only_cookies_not_marked_secure_go(named: bool) -> None:
     plain = Origin("http", "cdn.example.org", 80)
     jar = CookieJar([Cookie("example.org", True, "/", False, SESSION, "open", "1"),
                      Cookie("example.org", True, "/", True, SESSION, "tls", "2")])
-    access = Access([OriginBasic({plain: ("u", "p")})], jar=jar)
+    access = Access([OriginBasic({plain: ("u", "p")})], jar=jar, trusted=[plain] if named else [],
+                    allow_insecure_redirect=True)
     assert b"Authorization" in access.request("GET", plain, "/f")   # named for it, and no hop yet
     access.redirected("https://data.example.org/f", "http://cdn.example.org/f")
     sent = access.request("GET", plain, "/f").decode()
-    assert "Authorization" not in sent and basic_auth("u", "p") not in sent
+    assert "Authorization" not in sent and basic_auth("u", "p") not in sent  # named or not: nothing
     assert "Cookie: open=1\r\n" in sent
-    # an origin the user named keeps its credentials; an https → https hop marks nothing
-    named = Access([OriginBasic({plain: ("u", "p")})], jar=jar, trusted=[plain])
-    named.redirected("https://data.example.org/f", "http://cdn.example.org/f")
-    assert b"Authorization" in named.request("GET", plain, "/f")
     access.redirected("https://data.example.org/f", "https://other.example.org/f")
     assert access.downgraded == {plain}
 
@@ -238,64 +249,6 @@ def test_expired_cookies_are_not_saved() -> None:
     jar = CookieJar([Cookie("a.org", False, "/", False, NOW - 1, "old", "x"),
                      Cookie("a.org", False, "/", False, NOW + 5, "new", "y")])
     assert "\told\t" not in jar.netscape(NOW) and "\tnew\ty" in jar.netscape(NOW)
-
-
-# -- untrusted input never crashes ------------------------------------------------------------
-
-_ORIGINS = st.sampled_from([DATA, TLS, Origin("http", "127.0.0.1", 8080), Origin("http", "localhost", 80),
-                            Origin("http", "[::1]".strip("[]"), 80)])
-
-
-@settings(max_examples=300, deadline=None)
-@given(value=st.text(max_size=300), origin=_ORIGINS, target=st.text(max_size=40))
-def test_set_cookie_parser_never_crashes(value: str, origin: Origin, target: str) -> None:
-    c = parse_set_cookie(value, origin, target, NOW)
-    if c is not None:
-        assert c.path.startswith("/") and c.domain and ";" not in c.value
-        jar = CookieJar()
-        jar.store(origin, target, [value], NOW)
-        jar.headers("GET", origin, "/" + target, False)
-
-
-@settings(max_examples=300, deadline=None)
-@given(attrs=st.lists(st.sampled_from(["Path=/", "Domain=example.org", "Secure", "HttpOnly", "Max-Age=9",
-                                       "Max-Age=-1", "Expires=Wed, 09 Jun 2100 10:18:14 GMT", "Domain=org",
-                                       "Max-Age=99999999999999999999", "Expires=", "=", ""]), max_size=6),
-       name=st.text(alphabet="abc=;, \t", min_size=0, max_size=5))
-def test_set_cookie_attributes_in_any_order(attrs: list[str], name: str) -> None:
-    parse_set_cookie("; ".join([f"{name}=v", *attrs]), TLS, "/x", NOW)
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(max_size=400))
-def test_cookie_file_parser_never_crashes(text: str) -> None:
-    got = parse_cookie_file(text, NOW)
-    assert got.malformed + got.expired + len(got.cookies) <= len(text.splitlines())
-
-
-@settings(max_examples=200, deadline=None)
-@given(fields=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
-                       min_size=5, max_size=8))
-def test_tab_separated_garbage_never_crashes(fields: list[str]) -> None:
-    parse_cookie_file("\t".join(fields), NOW)
-
-
-@settings(max_examples=300, deadline=None)
-@given(text=st.text(max_size=80))
-def test_cookie_date_parser_never_crashes(text: str) -> None:
-    when = parse_cookie_date(text)
-    assert when is None or isinstance(when, int)
-
-
-@settings(max_examples=200, deadline=None)
-@given(name=st.text(alphabet="abcXYZ09_-", min_size=1, max_size=10),
-       value=st.text(alphabet="abcXYZ09_-=/+.:", max_size=20),
-       path=st.sampled_from(["/", "/a", "/a/b/"]), secure=st.booleans(), http_only=st.booleans(),
-       subdomains=st.booleans(), expires=st.sampled_from([0, NOW + 1, NOW + 10**6]))
-def test_any_stored_cookie_survives_the_file(name: str, value: str, path: str, secure: bool, http_only: bool,
-                                             subdomains: bool, expires: int) -> None:
-    c = Cookie("example.org", subdomains, path, secure, expires, name, value, http_only)
-    assert parse_cookie_file(CookieJar([c]).netscape(NOW), NOW).cookies == [c]
 
 
 def test_a_cookie_is_not_sent_once_it_has_expired() -> None:

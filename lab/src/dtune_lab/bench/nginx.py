@@ -143,8 +143,10 @@ class LocalNginx:
     """
 
     def __init__(self, work: str | os.PathLike[str], listings: Sequence[Listing], *,
-                 binary: str | None = None, timeout: float = START_TIMEOUT_S, **options: Any) -> None:
+                 binary: str | None = None, timeout: float = START_TIMEOUT_S,
+                 tls: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None, **options: Any) -> None:
         self.work = Path(work)
+        self.tls = tls   # (certificate, key) PEM files: https on the port instead of http
         self.listings = tuple(listings)
         self.binary = binary
         self.timeout = timeout
@@ -154,7 +156,7 @@ class LocalNginx:
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     @property
     def error_log(self) -> Path:
@@ -168,7 +170,13 @@ class LocalNginx:
         conf = self.work / "nginx.conf"
         for _ in range(START_TRIES):
             self.port = free_port()
-            conf.write_text(nginx_config(self.work, {f"127.0.0.1:{self.port}": self.listings}, **self.options))
+            options = dict(self.options)
+            listen = f"127.0.0.1:{self.port}"
+            if self.tls is not None:
+                listen += " ssl"
+                options["http_extra"] = (f"ssl_certificate {self.tls[0]}; ssl_certificate_key {self.tls[1]}; "
+                                         + options.get("http_extra", ""))
+            conf.write_text(nginx_config(self.work, {listen: self.listings}, **options))
             self.proc = subprocess.Popen([binary, "-p", str(self.work), "-e", str(self.error_log), "-c", str(conf)],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
