@@ -11,7 +11,7 @@ mirrors and the limits.
   and only into directories that stay under the start URL (after its
   redirects). A sub-directory that cannot be listed goes into
   ``Dataset.unlisted``; the start URL itself failing is the source's error.
-- ``_parse_directory`` tells a dtune manifest, an nginx JSON index and an
+- ``parse_directory`` tells a dtune manifest, an nginx JSON index and an
   HTML index apart by Content-Type and first byte, and hands the body to its
   pure parser (``manifest``, ``autoindex``).
 - ``read_checksum_files`` gives files the digests of the SHA256SUMS-style files
@@ -69,7 +69,7 @@ def _content_type(headers: dict[str, str]) -> tuple[str, str | None]:
     return mime.strip().lower(), charset
 
 
-def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
+def parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
     """Which kind of listing a directory response is, and its entries."""
     mime, charset = _content_type(res.headers)
     first = res.body.lstrip()[:1]
@@ -187,7 +187,7 @@ class TreeWalk:
                         self.catalogue.warn(f"skipping directory {prefix!r} of {source}: redirected outside it, to {final}")
                         continue
                 seen.add(final)
-                _, listing = _parse_directory(outcome, final)
+                _, listing = parse_directory(outcome, final)
                 self.catalogue.dataset.warnings.extend(listing.warnings)
                 for entry in listing.entries:
                     sub = self._entry(entry, final, prefix, depth, source)

@@ -1,115 +1,71 @@
-"""An fsspec filesystem whose ``get`` goes through dtune: ``fsspec.filesystem("dtune")``.
+"""dtune as an fsspec filesystem: ``fsspec.filesystem("dtune")``, ``dtune::https://…`` URLs.
 
-    fs = fsspec.filesystem("dtune", retries=3)       # options of `dtune get` as keywords
-    fs.get("http://host/data/big.nc", "local/big.nc")
+    fs = fsspec.filesystem("dtune", retries=3, headers={"X-Token": "…"})
+    fs.get("http://host/data/big.nc", "local/big.nc")          # through dtune's engine
     fs.get("http://host/data/", "local/tree/", recursive=True)
-    fs.get(["http://host/a.nc", "http://host/b.nc"], "local/")
+    ds = xr.open_zarr("dtune::https://host/store.zarr", storage_options={"headers": {...}})
+    with fsspec.open("simplecache::dtune::https://host/data/big.nc") as f: ...
 
-``get`` and ``get_file`` fetch with dtune's engine, every path of one call in one transfer
-(tuned, resumable, verified); ``open``, ``cat``, ``ls``, ``info`` are fsspec's HTTP
-filesystem's. Paths are http(s) URLs; a ``dtune::`` or ``dtune://`` before one is dropped,
-and ``dtune://host/path`` means ``https://host/path``.
+Theory of operation: which reads go where.
 
-Where the files land:
+- ``get`` and ``get_file`` (and so ``simplecache::``/``filecache::`` chains, which fetch whole
+  files with them) go through dtune's engine: every path of one call in one transfer, tuned,
+  resumable, verified against sizes and published digests, recorded in the history.
+- ``open``, ``cat_file`` and ``cat_ranges`` are random access: a zarr chunk, the HDF5 blocks
+  h5netcdf seeks to, ``blockcache::``. They go through fsspec's HTTP filesystem (aiohttp), as a
+  tuned transfer of many connections gains nothing on a few kilobytes read on demand.
+- ``ls``, ``find`` (with ``maxdepth``), ``glob``, ``info``, ``exists``, ``isdir`` read directory
+  listings with dtune's own parsers (a dtune manifest, an nginx JSON index, an nginx or Apache
+  HTML index; ``dtune.fsspec.listing``).
+
+Paths are http(s) URLs. A ``dtune::`` or ``dtune://`` before one is dropped, ``dtune://host/path``
+means ``https://host/path``, and ``dtune::https://…`` in a chain (``fsspec.open``,
+``get_mapper``, ``open_files``, ``simplecache::dtune::https://…``) takes the URL fsspec hands
+on. Characters a URL cannot carry raw (a space) are percent-encoded; ``*`` and ``[`` are glob
+characters, ``?`` is not (it starts a query).
+
+Keywords: those that are options of ``dtune get`` (``retries=3``, ``max_connections_per_host=8``)
+apply to every ``get``; ``headers={"Name": "value"}`` (or ``client_kwargs={"headers": …}``,
+``header=["Name: value"]``, an ``aiohttp.BasicAuth`` as ``client_kwargs={"auth": …}``) go with
+every request, reads and ``get`` alike, to the origin of the URL asked and never to another one
+a redirect leads to (``dtune.fsspec.session``); the others are ``HTTPFileSystem``'s
+(``block_size``, ``cache_type``, ...).
+
+Where ``get`` puts files:
 
 - a file URL: at ``lpath``, or in it under the URL's last name when ``lpath`` ends in ``/``
   or is a directory;
-- a directory URL (ending in ``/``; ``recursive=True`` is needed): its tree in ``lpath``;
+- a directory URL (ending in ``/``; ``recursive=True`` is needed): its tree in ``lpath``, at most
+  ``maxdepth`` levels deep when given (``maxdepth=1``: the directory's own files);
+- a glob (``…/*.nc``): the files it matches, into ``lpath``;
 - a list of URLs with one ``lpath``: all of them in that directory; with a list of paths as
   long, each URL at its path.
 
-URLs are taken as written: no glob expansion (``*`` and ``?`` are URL characters) and no
-``maxdepth`` (a tree is fetched whole; asking for a depth raises NotImplementedError).
-
-Needs the ``fsspec`` extra (``pip install dtune[fsspec]``: fsspec and aiohttp).
+Needs the ``fsspec`` extra (``pip install 'dtune[fsspec]'``: fsspec and aiohttp).
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
+from typing import Any, NoReturn
 
-from fsspec.callbacks import DEFAULT_CALLBACK
-from fsspec.implementations.http import HTTPFileSystem
+try:
+    from dtune.fsspec.filesystem import DtuneFileSystem
+except ImportError as exc:  # the extra is not installed, or an fsspec older than 2025.10
+    _MISSING = (f"dtune's fsspec filesystem needs fsspec 2025.10 or later and aiohttp: "
+                f"pip install 'dtune[fsspec]' ({exc})")
 
-from dtune.api import aget, aget_files, resolve_options
-from dtune.options import OPTIONS
+    def _missing(*_args: Any, **_kwargs: Any) -> NoReturn:
+        raise ImportError(_MISSING)
 
+    class DtuneFileSystem:  # type: ignore[no-redef]
+        """What fsspec finds through the entry point without the extra: every use raises an
+        ImportError that says what to install (fsspec's own would only say "unable to load")."""
 
-def _dtune_option_names() -> set[str]:
-    return {opt.name for opt in OPTIONS}
+        protocol = "dtune"
+        _get_kwargs_from_urls = staticmethod(_missing)
+        _strip_protocol = staticmethod(_missing)
 
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            _missing()
 
-class DtuneFileSystem(HTTPFileSystem):
-    """fsspec's HTTP filesystem with dtune's engine for ``get``. Constructor keywords that are
-    options of ``dtune get`` (``retries=3``, ``max_connections_per_host=8``) apply to every
-    ``get``; the others go to ``HTTPFileSystem`` (``client_kwargs``, ``block_size``, ...)."""
-
-    protocol = "dtune"
-
-    def __init__(self, *args: Any, **storage_options: Any) -> None:
-        names = _dtune_option_names()
-        self.dtune_options = {k: storage_options.pop(k) for k in list(storage_options) if k in names}
-        resolve_options(self.dtune_options)  # a bad value fails here, not at the first get
-        super().__init__(*args, **storage_options)
-
-    @classmethod
-    def _strip_protocol(cls, path: str) -> str:
-        """The http(s) URL of ``path``: a ``dtune::`` or ``dtune://`` in front is dropped."""
-        if isinstance(path, str):
-            if path.startswith("dtune::"):
-                path = path[len("dtune::"):]
-            elif path.startswith("dtune://"):
-                rest = path[len("dtune://"):]
-                path = rest if rest.startswith(("http://", "https://")) else "https://" + rest
-        return path
-
-    async def _get(self, rpath: str | list[str], lpath: str | list[str], recursive: bool = False,
-                   callback: Any = DEFAULT_CALLBACK, maxdepth: int | None = None, **kwargs: Any) -> list:
-        """Fetch ``rpath`` (a URL or a list of them) to ``lpath`` in one dtune transfer; see the
-        module docstring for where the files land. Keywords are options of ``dtune get``."""
-        if maxdepth is not None:
-            raise NotImplementedError("dtune's fsspec get fetches whole trees: maxdepth is not supported")
-        kwargs.pop("batch_size", None)  # fsspec's concurrency knob: dtune tunes its own
-        options = {**self.dtune_options, **kwargs}
-        urls = [self._strip_protocol(u) for u in (rpath if isinstance(rpath, list) else [rpath])]
-        directories = [u for u in urls if u.endswith("/")]
-        if directories and not recursive:
-            raise IsADirectoryError(f"{directories[0]}: a directory URL; pass recursive=True to fetch its tree")
-        progress = _Counter(callback)
-        if isinstance(lpath, list):
-            if len(lpath) != len(urls) or directories:
-                raise ValueError("a list of local paths needs as many file URLs (no directory URL)")
-            result = await aget_files(list(zip(urls, lpath, strict=True)), progress=progress, **options)
-        elif len(urls) == 1 and not directories and not _is_dir(lpath):
-            result = await aget_files([(urls[0], lpath)], progress=progress, **options)
-        else:
-            result = await aget(urls, os.fspath(lpath), progress=progress, **options)
-        result.raise_for_status()
-        return [str(f.path) for f in result.files]
-
-    async def _get_file(self, rpath: str, lpath: str, chunk_size: int = 0, callback: Any = DEFAULT_CALLBACK,
-                        **kwargs: Any) -> None:
-        """One file URL to ``lpath`` (or into it, when it is a directory), through dtune."""
-        kwargs.pop("chunk_size", None)
-        await self._get(rpath, lpath, callback=callback, **kwargs)
-
-
-def _is_dir(lpath: str | os.PathLike) -> bool:
-    path = os.fspath(lpath)
-    return path.endswith(("/", os.sep)) or os.path.isdir(path)
-
-
-class _Counter:
-    """dtune's events as an fsspec callback's progress: its size the number of files, one step
-    per file done (fsspec's ``get`` counts files too)."""
-
-    def __init__(self, callback: Any) -> None:
-        self.callback = callback
-
-    def __call__(self, event: dict) -> None:
-        kind = event.get("event")
-        if kind == "start":
-            self.callback.set_size(event.get("files"))
-        elif kind == "file_done":
-            self.callback.relative_update(1)
+__all__ = ["DtuneFileSystem"]
