@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import child_env
-from support.realservers import Apache, DtuneServe, Nginx, Unavailable, public_dir
+from support.realservers import Apache, DtuneServe, Nginx, Unavailable, make_tls_files, public_dir
 
 import dtune
 from dtune.errors import DtuneError
@@ -274,6 +274,37 @@ def test_dtune_get_takes_a_headers_mapping(guarded: str, tmp_path: Path) -> None
                      no_history=True).ok   # the command line's shape still works
     with pytest.raises(DtuneError, match="401"):
         dtune.get(guarded + "/tree/", tmp_path / "refused", no_history=True)
+
+
+def test_dtune_scheme_is_https_to_a_dtune_serve_that_needs_a_token(data_root: Path, tmp_path: Path) -> None:
+    """``dtune://host/path`` is https: ``dtune serve --tls-cert --token-file``, its CA trusted
+    (``ssl=`` for fsspec's reads, ``ca_certificate=`` for dtune's get), its token as a header."""
+    import ssl
+
+    try:
+        tls = make_tls_files(tmp_path / "tls")
+    except Unavailable as exc:
+        pytest.skip(f"no TLS files: {exc}")
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    (tmp_path / "token").chmod(0o600)
+    server = started(DtuneServe(data_root, "--tls-cert", str(tls.cert), "--tls-key", str(tls.key),
+                                "--token-file", str(tmp_path / "token"), env=child_env(tmp_path / "home")))
+    try:
+        hostport = server.base.split("://", 1)[1].rstrip("/")
+        assert server.base.startswith("https://")
+        context = ssl.create_default_context(cafile=str(tls.ca))
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        with xr.open_zarr(f"dtune://{hostport}/store.zarr", storage_options={"headers": auth, "ssl": context}) as ds:
+            xr.testing.assert_identical(ds.load(), dataset())
+        fs = fsspec.filesystem("dtune", headers=auth, ssl=context, ca_certificate=str(tls.ca))
+        assert fs.find(f"dtune://{hostport}/nc/") == [f"https://{hostport}/nc/part0.nc", f"https://{hostport}/nc/part1.nc"]
+        fs.get(f"dtune://{hostport}/nc/part1.nc", str(tmp_path / "p1.nc"))
+        with xr.open_dataset(tmp_path / "p1.nc", engine="h5netcdf") as ds:
+            xr.testing.assert_identical(ds.load(), dataset().isel(time=slice(3, 6)))
+        with pytest.raises(Exception, match="401"):   # the token is what lets these in
+            fsspec.filesystem("dtune", ssl=context, skip_instance_cache=True).cat(f"dtune://{hostport}/nc/part0.nc")
+    finally:
+        server.stop()
 
 
 # -- without the extra -----------------------------------------------------------------------------
