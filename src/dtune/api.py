@@ -6,7 +6,10 @@
 The keywords are the options of ``dtune get`` (``dtune.options.OPTIONS``, the long
 flag with ``_``), resolved as on the command line: the config file and the ``DTUNE_*``
 variables apply, an argument wins over both, and a value may be a Python value or the text
-a flag takes (``"4M"``). A transfer is recorded in the history unless ``no_history=True``.
+a flag takes (``"4M"``). Headers may be a mapping, ``headers={"Authorization": "Bearer …"}``,
+or the command line's lines, ``header=["Authorization: Bearer …"]``; as with ``--header`` they
+go to the origins named, never to one reached only through a redirect. A transfer is
+recorded in the history (never its headers) unless ``no_history=True``.
 
 Nothing here prints or touches signals; ``progress`` receives the events ``dtune get --json``
 prints, as dicts, on the loop's thread (a slow callback slows the transfer).
@@ -20,7 +23,7 @@ import difflib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,7 +193,11 @@ async def aget_files(targets: Sequence[tuple[str, str | os.PathLike]], *, progre
 def resolve_options(options: dict[str, Any]) -> dict[str, Value]:
     """The values of every option of ``dtune get`` for these keywords, over the config file and
     the ``DTUNE_*`` variables (``dtune.config.resolve``). A keyword that is no option is a
-    TypeError naming the closest one; a bad value a UsageError naming the keyword."""
+    TypeError naming the closest one; a bad value a UsageError naming the keyword.
+
+    ``headers={"Name": "value"}`` (the mapping requests, httpx, aiohttp and fsspec take) is
+    ``header=["Name: value"]`` (the command line's ``--header``); both may be given."""
+    options = with_header_list(options)
     names = [opt.name for opt in OPTIONS]
     for name in options:
         if name in _CLI_ONLY:
@@ -201,6 +208,28 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Value]:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise TypeError(f"dtune.get() got an unexpected keyword argument {name!r}{hint}")
     return resolve(OPTIONS, given=options, given_origin="argument")
+
+
+def with_header_list(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a ``headers`` mapping turned into ``header`` lines, after any given."""
+    if "headers" not in options:
+        return options
+    options = dict(options)
+    headers = options.pop("headers")
+    if headers is None:
+        return options
+    if not isinstance(headers, Mapping):
+        raise TypeError(f"headers= takes a mapping of names to values, not {type(headers).__name__} "
+                        "(header= takes the command line's 'Name: value' lines)")
+    lines = []
+    for name, value in headers.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"headers=: names and values are str, not {type(name).__name__}: "
+                            f"{type(value).__name__}")
+        lines.append(f"{name}: {value}")
+    given = options.get("header")
+    options["header"] = [*([given] if isinstance(given, str) else given or []), *lines]
+    return options
 
 
 class _Events:

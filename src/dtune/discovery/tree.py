@@ -11,7 +11,7 @@ mirrors and the limits.
   and only into directories that stay under the start URL (after its
   redirects). A sub-directory that cannot be listed goes into
   ``Dataset.unlisted``; the start URL itself failing is the source's error.
-- ``_parse_directory`` tells a dtune manifest, an nginx JSON index and an
+- ``parse_directory`` tells a dtune manifest, an nginx JSON index and an
   HTML index apart by Content-Type and first byte, and hands the body to its
   pure parser (``manifest``, ``autoindex``).
 - WebDAV: a ``dav`` walk asks every level ``PROPFIND`` (``Depth: 1``) and
@@ -81,7 +81,7 @@ def _content_type(headers: dict[str, str]) -> tuple[str, str | None]:
     return mime.strip().lower(), charset
 
 
-def _parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
+def parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
     """Which kind of listing a directory response is, and its entries."""
     mime, charset = _content_type(res.headers)
     first = res.body.lstrip()[:1]
@@ -177,7 +177,7 @@ class TreeWalk:
                 return None
         else:
             try:
-                kind, listing = _parse_directory(outcome, url)
+                kind, listing = parse_directory(outcome, url)
             except DiscoveryError:
                 return None  # (not a page: the parse says why)
             if kind != "html" or listing.entries:
@@ -245,7 +245,7 @@ class TreeWalk:
                                                                         f"be listed: {exc}"))
                         continue
                 else:
-                    _, listing = _parse_directory(outcome, final)
+                    _, listing = parse_directory(outcome, final)
                 self.catalogue.dataset.warnings.extend(listing.warnings)
                 for entry in listing.entries:
                     sub = self._entry(entry, final, prefix, depth, source)
