@@ -212,10 +212,11 @@ OPTIONS: list[Option] = [
            default=_d.connect_timeout, parse=argtypes.seconds, metavar="S"),
     Option(("--retries",), "consecutive failures of one file without progress before it fails; a try "
            "that does not get past the byte where an earlier one broke off (a reset or cut at the same "
-           "offset every time) is no progress, whatever bytes it brought before it. Tries are spaced by a "
-           "backoff from 0.5 s doubling (0.5, 1, 2, 4, 8 s: about 16 s for N=5, plus each try's own "
-           "time); outages (an origin silent on every connection) and waits the server asks for "
-           "(Retry-After) are not counted", "reliability",
+           "offset every time) is no progress, whatever bytes it brought before it. Each try starts a "
+           "backoff after the one before started, 0.5 s doubling (0.5, 1, 2, 4, 8 s: about 16 s for "
+           "N=5, or each try's own time when longer: under a minute with the defaults); outages (an "
+           "origin silent on every connection) and waits the server asks for (Retry-After) are not "
+           "counted", "reliability",
            default=_d.retries, parse=argtypes.count, metavar="N"),
     # ── output ──────────────────────────────────────────────────────────────────────────────
     Option(("--json",), "print NDJSON events on stdout (start, progress each second, file_done, "
