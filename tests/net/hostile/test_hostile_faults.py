@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from support.fakeserver import hostile as hs
 from support.fakeserver.hostile import World
-from support.harness import assert_exact, assert_failed, run_both, run_get
+from support.harness import assert_exact, assert_failed, finish, run_both, run_get, start_get
 
 from dtune.engine.options import EngineOptions
 
@@ -114,3 +114,40 @@ def test_a_slow_but_steady_server_above_the_floor_is_not_failed(world: World, en
     assert_exact(outcome, out, {"s.bin": SLOW})
     assert outcome.summary["retries"] == 0, outcome.summary
     report(observed=f"exit 0, byte-exact, 0 retries ({outcome.seconds:.1f} s)")
+
+
+def test_a_server_that_goes_down_mid_body_and_comes_back_is_still_waited_out(
+        env: dict[str, str], tmp_path: Path, report) -> None:
+    down = 25.0   # longer than the backoffs of --retries 5 (about 16 s): counted, the file would fail
+    report(tried=f"the server dies mid-body (its connections reset, then its port refuses) and comes back on "
+                 f"the same port {down:g} s later (defaults)", expected="byte-exact file, exit 0")
+    first = hs.HostileServer()
+    first.files["/f.bin"] = BIG
+    first.route("/f.bin", hs.steady(256 * 1024, piece=16 * 1024))
+    first.start()
+    second = hs.HostileServer()
+    second.files["/f.bin"] = BIG
+    out = tmp_path / "out"
+    proc = None
+    try:
+        t0 = time.monotonic()
+        proc = start_get(env, [first.url("/f.bin")], out, *DEFAULTS)
+        while not first.gets("/f.bin") and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        time.sleep(1.0)          # mid-body
+        first.stop()
+        time.sleep(down)
+        second.bind_port = first.port
+        second.start()
+        outcome = finish(proc, t0, 120)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        first.stop()
+        if second.port:  # (started)
+            second.stop()
+    assert_exact(outcome, out, {"f.bin": BIG})
+    assert outcome.seconds > down, "the transfer ended before the server came back"
+    assert outcome.summary["retries"] >= 1, "the server went down before the transfer began, or after it"
+    report(observed=f"exit 0, byte-exact, {outcome.summary['retries']} retries ({outcome.seconds:.1f} s)")
