@@ -1,7 +1,7 @@
 """``dtune get`` with its default options against a server that fails one file the same way every time.
 
 A fault that repeats is not an outage: a reset at the same byte on every
-try (Range honoured), a body always cut at the same byte by a server that
+try (Range honoured), a server that goes silent at the same byte, a body always cut at the same byte by a server that
 ignores Range (each try from 0), a body dripping a byte a second, headers
 trickling a line a second. Each must fail its file within 60 s of default
 options (``docs/reliability.md``, "Faults that repeat"), with exit 1, no
@@ -57,6 +57,9 @@ CASES = [
     Case("same-offset-reset", f"Range honoured, but the connection reset (RST) at byte {OFFSET} of the 3 MiB "
          "file on every try; a second file of the run served honestly (defaults)",
          lambda: hs.reset_at(OFFSET), lambda at: 0 < at <= OFFSET),
+    Case("same-offset-hold", f"Range honoured, but the server goes silent at byte {OFFSET} on every try, the "
+         "connection held open; a second file of the run served honestly (defaults)",
+         lambda: hs.hold_at(OFFSET), lambda at: at == OFFSET),
     Case("cut-without-range", f"Range ignored: 200 from byte 0 every time, the body closed at byte {OFFSET}; a "
          "second file of the run served honestly (defaults, size unknown until the answer)",
          lambda: hs.whole_cut_at(OFFSET), lambda at: at == OFFSET, size_known=False),

@@ -171,6 +171,21 @@ def reset_at(offset: int) -> Behaviour:
     return behaviour
 
 
+def hold_at(offset: int) -> Behaviour:
+    """Honour Range, but go silent when the file's byte ``offset`` is due, the connection held open
+    until the client drops it (a server whose disk read hangs there)."""
+    async def behaviour(ctx: Ctx) -> bool:
+        start, end = ctx.promise()
+        assert ctx.data is not None
+        ctx.writer.write(ctx.data[start:max(start, min(end, offset))])
+        if end <= offset:
+            return True
+        await ctx.writer.drain()
+        await _wait_for_client_close(ctx)
+        return False
+    return behaviour
+
+
 def whole_cut_at(offset: int) -> Behaviour:
     """Ignore Range: 200 and the whole file's length every time, its bytes from 0, cut (closed) at
     ``offset``."""
