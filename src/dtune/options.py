@@ -227,14 +227,21 @@ OPTIONS: list[Option] = [
            "and ask for its bytes again; a file that keeps falling below fails after --retries such "
            "windows; 0: no floor", "reliability", default=_d.speed_limit, parse=argtypes.byte_rate,
            metavar="BYTES"),
-    Option(("--speed-time",), "the window of --speed-limit in seconds", "reliability",
+    Option(("--speed-time",), "the window of --speed-limit in seconds (a window without any byte is "
+           "left to --stall-timeout)", "reliability",
            default=_d.speed_time, parse=argtypes.seconds, metavar="S"),
     Option(("--header-timeout",), "drop a connection whose response status line and headers take "
-           "longer than S seconds from their first byte", "reliability",
+           "longer than S seconds from their first byte (the try counts against --retries)", "reliability",
            default=_d.header_timeout, parse=argtypes.seconds, metavar="S"),
     Option(("--connect-timeout",), "give up connecting after S seconds", "reliability",
            default=_d.connect_timeout, parse=argtypes.seconds, metavar="S"),
-    Option(("--retries",), "consecutive failures of one file before it fails", "reliability",
+    Option(("--retries",), "consecutive failures of one file without progress before it fails; a try "
+           "that does not get past the byte where an earlier one broke off (a reset or cut at the same "
+           "offset every time) is no progress, whatever bytes it brought before it. Each try starts a "
+           "backoff after the one before started, 0.5 s doubling (0.5, 1, 2, 4, 8 s: about 16 s for "
+           "N=5, or each try's own time when longer: under a minute with the defaults); outages (an "
+           "origin silent on every connection) and waits the server asks for (Retry-After) are not "
+           "counted", "reliability",
            default=_d.retries, parse=argtypes.count, metavar="N"),
     # ── output ──────────────────────────────────────────────────────────────────────────────
     Option(("--json",), "print NDJSON events on stdout (start, progress each second, file_done, "

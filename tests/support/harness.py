@@ -103,6 +103,11 @@ def start_get(env: dict[str, str], sources: Sequence[str], out: Path, *extra: st
                             text=True, preexec_fn=preexec)
 
 
+def finish(proc: subprocess.Popen, started: float, timeout: float = 60, json_events: bool = True) -> Outcome:
+    """Wait for a ``dtune get`` that ``start_get`` started (killed after ``timeout``) and read it."""
+    return _finish(proc, started, timeout, json_events)
+
+
 def run_get(env: dict[str, str], sources: Sequence[str], out: Path, *extra: str,
             json_events: bool = True, timeout: float = 60, preexec: Callable[[], None] | None = None) -> Outcome:
     started = time.monotonic()

@@ -34,6 +34,8 @@ from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.redact import redact_url
 from dtune.http.validators import Validators, http_time
 
+MAX_BREAKS = 16   # places a file's tries broke off that are remembered: more are different faults
+
 
 def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: float | None,
             checksum_known: bool, update: bool, verify: bool = False) -> str:
@@ -133,6 +135,7 @@ class FileState:
         self.lanes: dict[int, int] = {}     # lane id → requests of this file on it (p counts lanes)
         self.group = None                   # the group working on it, if any
         self.failures = 0                   # consecutive failures without new bytes
+        self.breaks: list[int] = []         # bytes where a try's body broke off (``outcomes.repeats``)
         self.not_before = 0.0               # backoff: no request before this engine time
         self.single_stream = False          # server ignores Range: whole-file GETs only
         self.ranges_seen = False            # a 206 for this file has arrived
@@ -227,6 +230,11 @@ class FileState:
         except DtuneError as exc:
             raise HTTPError(f"{self.relpath}: bad redirect: {exc}", retryable=False) from None
 
+    def broke_at(self, pos: int) -> None:
+        """A try's body broke off at byte ``pos`` (the latest ``MAX_BREAKS`` are kept)."""
+        if pos not in self.breaks:
+            self.breaks = [*self.breaks[-(MAX_BREAKS - 1):], pos]
+
     def forget(self) -> None:
         """The file changed on the server: forget every byte and validator, start over."""
         self.journal_validators = None
@@ -236,6 +244,7 @@ class FileState:
         self.gen += 1
         self.close_files()
         self.done = RangeSet()
+        self.breaks = []
         self.resumed = 0
         self.single_stream = False
         self.full_job = None

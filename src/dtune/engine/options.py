@@ -51,13 +51,21 @@ class EngineOptions:
                                       # --lowest-speed-limit; both off by default, so a server dripping a
                                       # byte a second holds them for ever). 1 KiB/s is 8 kbit/s: no path
                                       # dtune is for carries a working connection that slowly. 0: off
-    speed_time: float = 30.0          # … measured over windows of this many seconds (curl --speed-time)
-    header_timeout: float = 20.0      # a response's status line and headers must arrive within this of
-                                      # their first byte: a head is a few hundred bytes (a server
-                                      # trickling a header line a second never looks stalled);
-                                      # dtune serve gives a request head the same 20 s
+    speed_time: float = 5.0           # … measured over windows of this many seconds (curl's --speed-time is
+                                      # 30 s, and so was this: a file dripping a byte a second then took
+                                      # 6 windows, 3 minutes, to fail). 5 s at 1 KiB/s is 5 KiB: a working
+                                      # path brings that much even in slow start over a bad link, and a
+                                      # window without a byte is left to stall_timeout (silence, an
+                                      # outage), so only a trickle is judged: 6 tries in about 40 s
+    header_timeout: float = 5.0       # a response's status line and headers must arrive within this of
+                                      # their first byte: a head is a few hundred bytes that every server
+                                      # writes at once (the time to the first byte is stall_timeout's), so
+                                      # a server trickling a header line a second fails its file within a
+                                      # minute (20 s made that 2.5 minutes)
     # ---- failures ----
     retries: int = 5                  # consecutive failures of one file without progress before giving up
+                                      # (progress: new bytes past every place an earlier try broke off, so
+                                      # a fault repeating at one offset counts; outcomes.repeats)
     backoff_base: float = 0.5         # seconds; doubles per failure, with jitter
     backoff_max: float = 30.0
     backoff_jitter: float = 0.25      # each delay is scaled by a random factor in [1 - j, 1 + j], so that

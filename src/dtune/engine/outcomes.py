@@ -55,6 +55,16 @@ response reveals as they arrive, and how the request ended:
                                                                 (Retry-After honoured),
                                                                 FailFile after ``retries``
 
+A failure counts against ``retries`` unless its try brought new bytes *and*
+got past every byte where an earlier try of the file broke off inside its
+span (``repeats``). A fault that repeats at the same offset (a reset at byte
+X on every try, a body always cut at X by a server that sends from 0) is
+therefore counted even though each try brings bytes before X, and it is
+never taken for an outage: the server answered. So such a file fails after
+``retries`` + 1 tries, spaced by the backoff (0.5, 1, 2, 4, 8 s with the
+defaults, counted from each try's start: a try that lasted longer than its
+backoff is followed at once).
+
 ``status_error`` is the table of HTTP statuses that are not data: 408, 429
 and 5xx are worth retrying (after Retry-After when given), anything else
 fails the file at once, unless another replica serves it or the refusal came
@@ -73,6 +83,7 @@ Everything here is pure: the clock and the random jitter are passed in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dtune.engine.options import EngineOptions
@@ -242,6 +253,26 @@ class Failure:
                                 # origin's pace (``politeness``) lets a request go. Not the file's
                                 # fault: not counted (the controller gives the origin up instead)
     refused: str | None = None  # the origin was given up (``Politeness.refusal``): why
+    at: int | None = None     # the byte of the file where the try ended (None: it never reached the
+                              # server: no connection)
+    repeated: int | None = None  # a byte where an earlier try's body broke off, inside this try's
+                              # span, that this one did not get past (``repeats``): the same fault
+    took: float = 0.0         # seconds since the try was sent: part of the backoff already waited
+
+
+def repeats(breaks: Iterable[int], first: int, end: int | None, at: int | None) -> int | None:
+    """The byte where an earlier try of the file broke off that this try, which ran from ``first``
+    towards ``end`` (None: the end of the file) and ended at ``at``, did not get past; None if it got
+    past every such byte in its span (or never reached the server).
+
+    A server that fails a file at the same place on every try — a reset at byte X, a body always cut
+    at X by a server that ignores Range and sends from 0 each time — brings bytes before X, even
+    new ones, but never passes X: that is no progress, and the failure counts against ``retries``.
+    """
+    if at is None:
+        return None
+    hit = [b for b in breaks if first <= b and (end is None or b <= end) and at <= b]
+    return min(hit) if hit else None
 
 
 def permanent(error: Exception) -> bool:
@@ -285,17 +316,31 @@ def after_failure(fail: Failure, options: EngineOptions, *, health: ReplicaHealt
         # the file already waits out a backoff for a failure of another of its requests: the same
         # failure (a stall drops every connection of the file in one tick), not one more
         return Retry(fail.waiting, fail.failures, pause)
-    if fail.quiet is not None and options.outage_grace < fail.quiet < options.outage_timeout:
+    if (fail.quiet is not None and fail.repeated is None
+            and options.outage_grace < fail.quiet < options.outage_timeout):
         # every connection of an origin that was serving went silent: an outage, not this file's
         # fault. Wait it out without counting, trying again every few seconds
         delay = min(options.outage_retry_max, backoff(fail.failures + 1, None, options, jitter))
         return Retry(delay, fail.failures, pause)
-    failures = (0 if fail.gained else fail.failures) + 1
+    # bytes are progress only when the try got past every place an earlier try broke off
+    failures = (0 if fail.gained and fail.repeated is None else fail.failures) + 1
     if failures > options.retries:
-        return FailFile(f"{fail.error} (gave up after {options.retries} retries)", penalised=True,
-                        pause=pause)
+        return FailFile(f"{fail.error} ({gave_up(failures, fail.at, fail.repeated)}gave up after "
+                        f"{options.retries} retries)", penalised=True, pause=pause)
     delay = backoff(failures, retry_after, options, jitter)
+    if retry_after is None:
+        delay = max(0.0, delay - fail.took)  # tries are spaced by the backoff from one start to the next
     return Retry(delay, failures, pause)
+
+
+def gave_up(tries: int, at: int | None, repeated: int | None) -> str:
+    """How a file that gives up failed: the tries in a row and where they ended ("" when its tries
+    never reached the server)."""
+    if repeated is not None:
+        return f"failed {tries} times in a row at byte {repeated}: "
+    if at is not None:
+        return f"{tries} tries in a row without progress, the last ended at byte {at}: "
+    return ""
 
 
 def refusal(fail: Failure, options: EngineOptions) -> Requeue | Renew | DropReplica | FailFile | None:

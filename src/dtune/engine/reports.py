@@ -51,6 +51,7 @@ from dtune.engine.outcomes import (
     after_change,
     after_failure,
     after_not_modified,
+    repeats,
 )
 from dtune.engine.politeness import Politeness, is_limit
 from dtune.engine.request import RangeJob
@@ -89,6 +90,20 @@ def verified_by(f: FileState) -> dict:
     return {"verified": True, "checksum": c.label() if c is not None else None,
             "sha256_verified": c is not None and c.algo == "sha256"}
 
+
+
+def fault_at(job: RangeJob, exc: Exception) -> tuple[int | None, bool]:
+    """Where a failed request's try of its file ended, and whether its body broke off there.
+
+    None: it never reached the server (no connection was had for it); the start of what it asked
+    for: the server answered no body of it; the byte its body reached: the body broke off there
+    (a reset, a cut, a stall, a floor window), the place ``outcomes.repeats`` compares later tries
+    with. A disk error is no fault of the server's."""
+    if not job.t_sent or isinstance(exc, DiskError):
+        return None, False
+    if job.status in (200, 206) and not job.discard:
+        return job.pos, True
+    return job.first, False
 
 
 class FileReports:
@@ -247,6 +262,11 @@ class FileReports:
                        via_redirect=job.url != rep.original, renewed=job.url != rep.url,
                        renewals=rep.renewals, others=self._others(f, job.replica),
                        dropped=not f.serves(job.replica), paced=paced, refused=refused)
+        fail.at, broke = fault_at(job, exc)
+        fail.repeated = repeats(f.breaks, job.first, job.end, fail.at)
+        fail.took = now - job.t_sent if job.t_sent else 0.0
+        if broke and not fail.innocent and not job.superseded:
+            f.broke_at(job.pos)
         jitter = random.uniform(1 - self.options.backoff_jitter, 1 + self.options.backoff_jitter)
         action = after_failure(fail, self.options, health=self.health, now=now, jitter=jitter)
         if action is None:

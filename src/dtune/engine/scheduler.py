@@ -455,6 +455,8 @@ class Scheduler:
             got = job.pos - job.first
             if elapsed < opts.steal_warm_rtts * rtt or got <= 0:
                 continue
+            if got / elapsed < opts.speed_limit:
+                continue  # below the speed floor: the floor's to judge (a new connection restarts its window)
             backlog = sum(q.end - q.pos for q in conn.queued
                           if getattr(q, "ranged", False) and q.end is not None)
             if backlog / (got / elapsed) > limit and backlog >= 2 * opts.steal_min:

@@ -177,7 +177,9 @@ def check_connections(lanes: Iterable[Lane], now: float, opts: EngineOptions,
                 w.floor_mark = (now, conn.bytes_in)
             elif now - mark[0] >= window:
                 rate = (conn.bytes_in - mark[1]) / (now - mark[0])
-                if rate < floor:
+                # (a window without a byte is silence, not slowness: the stall timeout and the
+                # outage probe judge it, so a path that went down is not taken for a slow server)
+                if rate < floor and conn.bytes_in > mark[1]:
                     conn.close(TooSlow(f"{conn.origin}: {rate:.0f} B/s for {now - mark[0]:.0f} s, below the "
                                        f"speed limit of {floor} B/s (--speed-limit, --speed-time)"))
                 else:

@@ -217,6 +217,8 @@ class Server(LoopThread):
         self.rate = rate                        # body bytes per second per connection
         self.requests: list[Request] = []
         self.port = 0
+        self.bind_port = 0                      # the port to listen on (0: any free one); a server
+                                                # started again on its predecessor's port comes back
         self._conn_ids = itertools.count(1)
         self._open: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
@@ -240,7 +242,7 @@ class Server(LoopThread):
         super().stop()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        server = await asyncio.start_server(self._connection, "127.0.0.1", 0, limit=self.max_head)
+        server = await asyncio.start_server(self._connection, "127.0.0.1", self.bind_port, limit=self.max_head)
         self.port = server.sockets[0].getsockname()[1]
         self.ready()
         await stop.wait()

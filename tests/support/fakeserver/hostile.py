@@ -32,6 +32,8 @@ import asyncio
 import contextlib
 import email.utils
 import json
+import socket
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -153,6 +155,57 @@ def cut_at(offset: int) -> Behaviour:
     return promised(lambda data, start, end: data[start:max(start, min(end, offset))], keep=False)
 
 
+def reset_at(offset: int) -> Behaviour:
+    """Honour Range, but reset the connection (RST) when the file's byte ``offset`` is due: a request
+    that starts there is reset before any answer, one that starts below gets the bytes up to it."""
+    async def behaviour(ctx: Ctx) -> bool:
+        _, start, end, _ = ctx.plan()
+        if start < offset:
+            ctx.promise()
+            assert ctx.data is not None
+            ctx.writer.write(ctx.data[start:min(end, offset)])
+            await ctx.writer.drain()
+        if end > offset:
+            _reset(ctx)
+        return end <= offset
+    return behaviour
+
+
+def hold_at(offset: int) -> Behaviour:
+    """Honour Range, but go silent when the file's byte ``offset`` is due, the connection held open
+    until the client drops it (a server whose disk read hangs there)."""
+    async def behaviour(ctx: Ctx) -> bool:
+        start, end = ctx.promise()
+        assert ctx.data is not None
+        ctx.writer.write(ctx.data[start:max(start, min(end, offset))])
+        if end <= offset:
+            return True
+        await ctx.writer.drain()
+        await _wait_for_client_close(ctx)
+        return False
+    return behaviour
+
+
+def whole_cut_at(offset: int) -> Behaviour:
+    """Ignore Range: 200 and the whole file's length every time, its bytes from 0, cut (closed) at
+    ``offset``."""
+    async def behaviour(ctx: Ctx) -> bool:
+        assert ctx.data is not None
+        ctx.head(200, {"Content-Length": str(len(ctx.data)), "ETag": etag(ctx.data)})
+        ctx.writer.write(ctx.data[:offset])
+        await ctx.writer.drain()
+        return False
+    return behaviour
+
+
+def _reset(ctx: Ctx) -> None:
+    """Close with a TCP reset (SO_LINGER 0), as a crashed worker or a middlebox does."""
+    sock = ctx.writer.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    ctx.writer.transport.abort()
+
+
 def truncate(fraction: float = 0.5) -> Behaviour:
     """Promise the asked bytes, send ``fraction`` of them, close."""
     return promised(lambda data, start, end: data[start:start + int((end - start) * fraction)], keep=False)
@@ -195,6 +248,20 @@ def drip(bytes_per_second: float) -> Behaviour:
         for i in range(start, end):
             await asyncio.sleep(1 / bytes_per_second)
             ctx.writer.write(ctx.data[i:i + 1])
+            await ctx.writer.drain()
+        return True
+    return behaviour
+
+
+def steady(bytes_per_second: int, piece: int = 256) -> Behaviour:
+    """The honest answer, its body written ``piece`` bytes at a time at ``bytes_per_second``: slow,
+    but never stopping."""
+    async def behaviour(ctx: Ctx) -> bool:
+        start, end = ctx.promise()
+        assert ctx.data is not None
+        for i in range(start, end, piece):
+            await asyncio.sleep(piece / bytes_per_second)
+            ctx.writer.write(ctx.data[i:min(end, i + piece)])
             await ctx.writer.drain()
         return True
     return behaviour

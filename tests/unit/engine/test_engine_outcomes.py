@@ -22,6 +22,7 @@ from dtune.engine.outcomes import (
     after_change,
     after_failure,
     backoff,
+    repeats,
     status_error,
 )
 from dtune.errors import DiskError, HTTPError, ProtocolError
@@ -177,3 +178,60 @@ def test_a_failure_while_the_file_already_waits_out_a_backoff_is_the_same_failur
     assert again == Retry(0.4, 1)
     assert after_failure(Failure(HTTPError("a.bin: server answered 404", status=404, retryable=False),
                                  failures=1, waiting=0.4), OPTS) == FailFile("a.bin: server answered 404")
+
+
+# ---- a fault that repeats at the same offset ------------------------------------------------------
+CUT = ProtocolError("a.bin: the body ended after 1000 of 5000 bytes, at byte 2000, before its framing said")
+
+
+@pytest.mark.parametrize(("breaks", "first", "end", "at", "want"), [
+    ([], 0, None, 2000, None),                 # nothing broke before: no repeat
+    ([2000], 0, None, 2000, 2000),             # from 0 again (Range ignored), cut at the same byte
+    ([2000], 2000, 5000, 2000, 2000),          # resumed at the break, failed there at once
+    ([2000], 1000, 5000, 1500, 2000),          # broke off before it, from below it
+    ([2000], 0, None, 2001, None),             # got past it: progress
+    ([2000], 3000, 5000, 3000, None),          # a range beyond the break: another place
+    ([9000], 0, 5000, 4000, None),             # a break in another range of the file
+    ([2000, 4000], 1000, 5000, 3000, 4000),    # past one, short of the other
+    ([2000], 0, None, None, None),             # never reached the server
+])
+def test_repeats_finds_the_break_a_try_did_not_get_past(breaks: list[int], first: int, end: int | None,
+                                                        at: int | None, want: int | None) -> None:
+    assert repeats(breaks, first, end, at) == want
+
+
+def test_bytes_before_a_repeated_break_are_no_progress_and_the_file_fails_after_retries() -> None:
+    # each try brought new bytes (gained) but ended at the byte where the one before broke off
+    tries = [after_failure(Failure(CUT, gained=True, failures=n, at=2000, repeated=2000), OPTS)
+             for n in range(OPTS.retries + 1)]
+    assert [t.failures for t in tries[:-1]] == [1, 2, 3]
+    assert tries[-1] == FailFile(f"{CUT} (failed 4 times in a row at byte 2000: gave up after 3 retries)",
+                                 penalised=True)
+    # the same bytes past every earlier break are progress
+    assert after_failure(Failure(CUT, gained=True, failures=3, at=2500), OPTS) == Retry(0.5, 1)
+
+
+def test_a_repeated_fault_is_no_outage_but_a_first_one_from_a_silent_origin_is() -> None:
+    lost = HTTPError("a.bin: http://h: connection lost")
+    assert after_failure(Failure(lost, failures=3, quiet=20.0, at=2000), OPTS) == Retry(4.0, 3)  # waited out
+    got = after_failure(Failure(lost, failures=3, quiet=20.0, at=2000, repeated=2000), OPTS)
+    assert got == FailFile(f"{lost} (failed 4 times in a row at byte 2000: gave up after 3 retries)",
+                           penalised=True)
+
+
+def test_a_try_that_lasted_longer_than_its_backoff_is_followed_at_once_and_retry_after_is_whole() -> None:
+    assert after_failure(Failure(CUT, failures=2, took=0.5), OPTS) == Retry(1.5, 3)
+    assert after_failure(Failure(CUT, failures=2, took=6.0), OPTS) == Retry(0.0, 3)
+    asked = HTTPError("a.bin: server answered 503", status=503, retry_after=4.0)
+    assert after_failure(Failure(asked, took=6.0), OPTS) == Retry(4.0, 1)
+
+
+@pytest.mark.parametrize(("at", "repeated", "words"), [
+    (None, None, "(gave up after 3 retries)"),
+    (1234, None, "(4 tries in a row without progress, the last ended at byte 1234: gave up after 3 retries)"),
+    (1000, 1234, "(failed 4 times in a row at byte 1234: gave up after 3 retries)"),
+])
+def test_the_give_up_message_names_the_tries_and_the_offset(at: int | None, repeated: int | None,
+                                                             words: str) -> None:
+    got = after_failure(Failure(CUT, failures=3, at=at, repeated=repeated), OPTS)
+    assert isinstance(got, FailFile) and got.reason == f"{CUT} {words}"

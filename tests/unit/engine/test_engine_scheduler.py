@@ -541,3 +541,12 @@ def test_a_size_probe_that_became_a_whole_file_stream_is_asked_again_when_it_fai
     give_back(f, job, 1000)
     assert not f.probing and f.full_job is None
     assert f.has_work()
+
+
+def test_a_lane_below_the_speed_floor_is_left_to_the_floor_not_shed_as_a_backlog():
+    # 10 bytes in 2 s: its backlog would outlast anything, but shedding it only restarts the floor's
+    # window on a new connection to the same path, and a drip would never be judged
+    sched, one, two = backlog_case(got=10, behind_mib=16)
+    assert sched.backlogged([one, two], now=2.0, seconds_left=0.1) == []
+    sched, one, two = backlog_case(got=10, behind_mib=16, options=replace(OPTS, speed_limit=0))
+    assert sched.backlogged([one, two], now=2.0, seconds_left=0.1) == [two]       # no floor: shed
