@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from support.fuzz import FUZZ
 from support.recorder import Recorder, response
 
 from dtune.http.access import Access
@@ -246,7 +247,8 @@ _ORIGINS = st.sampled_from([DATA, TLS, Origin("http", "127.0.0.1", 8080), Origin
                             Origin("http", "[::1]".strip("[]"), 80)])
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(value=st.text(max_size=300), origin=_ORIGINS, target=st.text(max_size=40))
 def test_set_cookie_parser_never_crashes(value: str, origin: Origin, target: str) -> None:
     c = parse_set_cookie(value, origin, target, NOW)
@@ -257,7 +259,8 @@ def test_set_cookie_parser_never_crashes(value: str, origin: Origin, target: str
         jar.headers("GET", origin, "/" + target, False)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(attrs=st.lists(st.sampled_from(["Path=/", "Domain=example.org", "Secure", "HttpOnly", "Max-Age=9",
                                        "Max-Age=-1", "Expires=Wed, 09 Jun 2100 10:18:14 GMT", "Domain=org",
                                        "Max-Age=99999999999999999999", "Expires=", "=", ""]), max_size=6),
@@ -266,28 +269,32 @@ def test_set_cookie_attributes_in_any_order(attrs: list[str], name: str) -> None
     parse_set_cookie("; ".join([f"{name}=v", *attrs]), TLS, "/x", NOW)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(text=st.text(max_size=400))
 def test_cookie_file_parser_never_crashes(text: str) -> None:
     got = parse_cookie_file(text, NOW)
     assert got.malformed + got.expired + len(got.cookies) <= len(text.splitlines())
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(fields=st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
                        min_size=5, max_size=8))
 def test_tab_separated_garbage_never_crashes(fields: list[str]) -> None:
     parse_cookie_file("\t".join(fields), NOW)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(text=st.text(max_size=80))
 def test_cookie_date_parser_never_crashes(text: str) -> None:
     when = parse_cookie_date(text)
     assert when is None or isinstance(when, int)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(name=st.text(alphabet="abcXYZ09_-", min_size=1, max_size=10),
        value=st.text(alphabet="abcXYZ09_-=/+.:", max_size=20),
        path=st.sampled_from(["/", "/a", "/a/b/"]), secure=st.booleans(), http_only=st.booleans(),
