@@ -140,7 +140,9 @@ def parse_cookie_line(line: str, now: float) -> Cookie | None:
     when = int(when_text)
     if when != 0 and when <= now:
         return None
-    return Cookie(domain, subdomains and not is_ip(domain), path, secure.upper() == "TRUE", max(when, 0),
+    # (a file's TRUE for an IP address or a public suffix would send the cookie to every host under it)
+    subdomains = subdomains and not is_ip(domain) and not is_public_suffix(domain)
+    return Cookie(domain, subdomains, path, secure.upper() == "TRUE", max(when, 0),
                   name, value, http_only)
 
 

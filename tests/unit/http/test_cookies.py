@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzz import FUZZ
 from support.recorder import Recorder, response
@@ -23,6 +23,8 @@ from dtune.http.cookies import (
     Cookie,
     CookieJar,
     default_path,
+    is_ip,
+    is_public_suffix,
     parse_cookie_date,
     parse_cookie_file,
     parse_set_cookie,
@@ -311,3 +313,44 @@ def test_a_cookie_is_not_sent_once_it_has_expired() -> None:
     jar.store(DATA, "/", ["a=1; Max-Age=1000", "b=2"], now)
     jar.store(DATA, "/", ["c=3; Max-Age=1"], now - 5)   # (stored five seconds ago: gone by now)
     assert cookie_header(jar, DATA) == "a=1; b=2" and len(jar) == 2
+
+
+# -- untrusted cookies never reach another host ------------------------------------------------
+
+_HOSTS = ["127.0.0.1", "10.0.0.1", "0.0.1", "1", "::1", "fe80::1", "data.example.org", "example.org", "org",
+          "co.uk", "a.co.uk", "b.a.co.uk", "localhost", "evil.example", "1.127.0.0.1", "x.0.0.1"]
+_DOMAINS = st.sampled_from(_HOSTS + [".org", ".co.uk", ".0.0.1", ".1", "", "ORG", ".example.org"])
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(host=st.sampled_from(_HOSTS), scheme=st.sampled_from(["http", "https"]), domain=st.one_of(
+    _DOMAINS, st.text(max_size=12)), extra=st.sampled_from(["", "; Path=/", "; Secure", "; Max-Age=60"]),
+    other=st.sampled_from(_HOSTS))
+def test_a_set_cookie_never_reaches_a_host_it_may_not(host: str, scheme: str, domain: str, extra: str,
+                                                       other: str) -> None:
+    origin = Origin(scheme, host, 443 if scheme == "https" else 80)
+    cookie = parse_set_cookie(f"n=v; Domain={domain}{extra}", origin, "/a", NOW)
+    if cookie is None:
+        return
+    if cookie.subdomains:
+        assert not is_public_suffix(cookie.domain), cookie  # no cookie for a whole public suffix
+        assert not is_ip(host)
+    if not cookie.matches(scheme, other):
+        return
+    assert other == host or (not is_ip(host) and not is_ip(other) and other.endswith("." + cookie.domain)
+                             and host.endswith(cookie.domain))
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(domain=_DOMAINS, flag=st.sampled_from(["TRUE", "FALSE", "true"]), other=st.sampled_from(_HOSTS))
+@example(domain=".co.uk", flag="TRUE", other="a.co.uk")
+@example(domain="org", flag="TRUE", other="example.org")
+def test_a_cookie_file_line_for_an_ip_or_a_public_suffix_reaches_that_host_only(domain: str, flag: str,
+                                                                               other: str) -> None:
+    got = parse_cookie_file(f"{domain}\t{flag}\t/\tFALSE\t0\tn\tv\n", NOW)
+    for cookie in got.cookies:
+        if is_ip(cookie.domain) or is_public_suffix(cookie.domain):
+            assert not cookie.subdomains
+            assert cookie.matches("http", other) == (other == cookie.domain)
