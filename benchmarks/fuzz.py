@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
            "--hypothesis-show-statistics", f"--junitxml={junit}", "-o", "junit_family=xunit1"]
     if args.keyword:
         cmd += ["-k", args.keyword]
-    print(f"$ DTUNE_FUZZ_EXAMPLES={args.examples} {' '.join(cmd[1:])}", flush=True)
+    print(f"$ DTUNE_FUZZ_EXAMPLES={args.examples} python {' '.join(cmd[1:])}", flush=True)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
