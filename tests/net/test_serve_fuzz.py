@@ -15,7 +15,7 @@ after sending. For every example the server must
 
 After the run a normal GET still works and the server's stderr holds no
 traceback and no "error while" line (an internal error). The example count
-is bounded (``MAX_EXAMPLES``) so the module stays within ~20 s on 2 cores.
+is the shared fuzz budget (``support.fuzz``, ``DTUNE_FUZZ_EXAMPLES``).
 
 A coverage-guided harness for the pure request-path functions is in
 ``tests/unit/server/fuzz_serve_paths_atheris.py`` (run by hand, not in CI).
@@ -29,14 +29,15 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
+from support.fuzz import FUZZ
 from support.rawhttp import STATUS_LINE, exchange, request, status_of
 from support.realservers import DtuneServe, make_box
 
 TOKEN = "FUZZ-SECRET-" + secrets.token_hex(8)
 PUBLIC = b"public bytes for the fuzzer\n"
-MAX_EXAMPLES = 1000
+pytestmark = pytest.mark.fuzz
 
 PIECES = ["..", "%2e%2e", "%2E%2e", ".%2e", "%2e.", ".", "", "%2f", "%2F", "%5c", "\\", "%00", "%252e%252e",
           "%c0%ae%c0%ae", "secret.txt", "public.txt", "sub", "inner.txt", "link-out", "link-dir-out",
@@ -105,8 +106,7 @@ def assert_answer(data: bytes) -> None:
         assert STATUS_LINE.match(data), f"not a status line: {data[:80]!r}"
 
 
-@settings(max_examples=MAX_EXAMPLES, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@FUZZ
 @given(payload=payloads)
 def test_generated_requests_get_a_status_line_or_a_close_and_never_a_secret_byte(
         server: DtuneServe, payload: bytes) -> None:

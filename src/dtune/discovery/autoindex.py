@@ -38,7 +38,7 @@ from dtune.discovery.urls import relative_segments, requote_url
 from dtune.errors import DiscoveryError
 
 _TIME = re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$")
-_DIGITS = re.compile(r"^[0-9]+$")
+_DIGITS = re.compile(r"^[0-9]{1,19}$")  # (int() refuses 4,300 digits and more; no file is 10**19 bytes)
 # Tags that end the text belonging to the link before them (a table row, a
 # list item, a line break...). Inside <pre> a newline does the same.
 _ROW_BREAKS = frozenset({"tr", "li", "br", "hr", "p", "div", "table", "tbody", "ul", "ol", "dl", "dt", "dd",

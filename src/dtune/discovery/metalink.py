@@ -89,8 +89,8 @@ def _entries(root: ET.Element, dialect: _Dialect, source: str, bad: Callable[[st
         size_el = file.find(dialect.size)
         if size_el is not None:
             text = _text(size_el)
-            if not text.isascii() or not text.isdigit():
-                raise bad(f"file {name!r}: <size> is not a non-negative integer")
+            if not text.isascii() or not text.isdigit() or len(text) > 19:  # (int() refuses 4,300 digits)
+                raise bad(f"file {name!r}: <size> is not a non-negative integer below 10**19")
             size = int(text)
         checksum = _file_checksum(file.findall(dialect.hashes), name, source, listing, bad)
         ranked = []
@@ -99,7 +99,7 @@ def _entries(root: ET.Element, dialect: _Dialect, source: str, bad: Callable[[st
             rank_text = url_el.get(dialect.rank_attr)
             if rank_text is None:
                 rank = _NO_PRIORITY
-            elif rank_text.strip().isascii() and rank_text.strip().isdigit():
+            elif rank_text.strip().isascii() and rank_text.strip().isdigit() and len(rank_text.strip()) <= 19:
                 rank = int(rank_text) if dialect.rank_attr == "priority" else -int(rank_text)
             else:
                 raise bad(f"file {name!r}: url {dialect.rank_attr} {rank_text!r} is not a number")

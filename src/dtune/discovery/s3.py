@@ -155,7 +155,8 @@ def parse_list_page(body: bytes, where: str, encoded: bool = True) -> tuple[list
         if encoded:
             key = unquote_plus(key, errors="surrogateescape")
         size_text = (_child_text(element, "Size") or "").strip()
-        size = int(size_text) if size_text.isascii() and size_text.isdigit() else None
+        # (19 digits at most: int() refuses 4,300 and more, and no object is 10**19 bytes)
+        size = int(size_text) if size_text.isascii() and size_text.isdigit() and len(size_text) <= 19 else None
         etag = _child_text(element, "ETag")
         objects.append(S3Object(key, size, parse_iso_time(_child_text(element, "LastModified")),
                                 etag.strip() if etag else None))

@@ -54,8 +54,19 @@ def _read_ini(path: Path) -> configparser.RawConfigParser | None:
     try:
         parser.read_string(text, source=str(path))
     except configparser.Error as exc:
-        raise UsageError(f"{path}: not an AWS config file: {' '.join(str(exc).split())[:200]}") from None
+        raise UsageError(f"{path}: not an AWS config file: {_problem(exc)}") from None
     return parser
+
+
+def _problem(exc: configparser.Error) -> str:
+    """What is wrong with an INI file and on which line, never the line itself: it may hold a
+    secret key (configparser's own messages quote it)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return f"line {exc.lineno}: a line before the first [section]"
+    if isinstance(exc, configparser.ParsingError) and exc.errors:
+        return f"line {exc.errors[0][0]}: neither 'key = value' nor a [section]"
+    lineno = getattr(exc, "lineno", None)
+    return type(exc).__name__ + (f" at line {lineno}" if lineno else "")
 
 
 def _config_section(parser: configparser.RawConfigParser | None, profile: str) -> dict[str, str] | None:

@@ -14,6 +14,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.fuzz import FUZZ
 
 from dtune import checksums
 from dtune.checksums import Checksum
@@ -478,7 +479,8 @@ def test_metalink_3_files_sizes_hashes_and_urls_by_preference() -> None:
 
 # -- untrusted checksum files never raise and never name a file outside the dataset ------------------
 
-@settings(max_examples=int(os.environ.get("DTUNE_FUZZ_EXAMPLES", "100")), deadline=None)
+@pytest.mark.fuzz
+@FUZZ
 @given(st.lists(st.one_of(
     st.text(max_size=40),
     st.builds(lambda name, star: f"{H256} {'*' if star else ' '}{name}", st.text(max_size=30), st.booleans()),

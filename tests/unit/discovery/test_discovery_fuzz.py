@@ -8,7 +8,7 @@ import os
 import os.path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from support.fuzz import FUZZ
 
@@ -47,8 +47,18 @@ def entries_or_discovery_error(parser: str, body: bytes) -> None:
             assert url.startswith(("http://", "https://")) and url.isascii() and " " not in url
 
 
+BIG = "9" * 5000  # int() refuses 4,300 digits and more
+
+
 @FUZZ
 @given(parser=st.sampled_from(sorted(PARSERS)), body=st.binary(max_size=2000))
+@example(parser="metalink", body=(f'<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="a"><size>{BIG}'
+                                  '</size><url>http://h/a</url></file></metalink>').encode())
+@example(parser="metalink", body=(f'<metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="a">'
+                                  f'<url priority="{BIG}">http://h/a</url></file></metalink>').encode())
+@example(parser="html", body=f'<pre><a href="a">a</a> 01-Jan-2020 10:00 {BIG}\n</pre>'.encode())
+@example(parser="manifest", body=f'{{"dtune_manifest": 1, "files": [{{"path": "a", "size": {BIG}}}]}}'.encode())
+@example(parser="nginx-json", body=f'[{{"name": "a", "type": "file", "size": {BIG}}}]'.encode())
 def test_random_bytes_give_entries_or_discovery_error(parser: str, body: bytes) -> None:
     entries_or_discovery_error(parser, body)
 
@@ -81,7 +91,7 @@ def test_valid_manifests_round_trip(files: list[dict]) -> None:
 html_pieces = st.sampled_from([
     "<a href=\"", "\">", "</a>", "<pre>", "</pre>", "<tr>", "</tr>", "<td>", "</td>", "<li>", "\n", " ",
     "../", "/", "?C=N;O=D", "#", "%", "%2e", "%ff", "http://h/d/", "http://evil/", "sub/", "a.bin",
-    "10:00", "123", "1.2K", "-", "&amp;", "&#0;", "<!--", "-->", "<![CDATA[", "]]>", "<!", "<?", "<![if",
+    "10:00", "123", "1.2K", "9" * 4400, "-", "&amp;", "&#0;", "<!--", "-->", "<![CDATA[", "]]>", "<!", "<?", "<![if",
     "<script>", "</script>", "'", "\"", "=", "<a", "<a href=", ">", "\x00", "ü",
 ])
 
@@ -114,7 +124,7 @@ def test_url_list_like_text_gives_entries_or_discovery_error(lines: list[str]) -
 
 xml_pieces = st.sampled_from([
     '<metalink xmlns="urn:ietf:params:xml:ns:metalink">', "</metalink>", '<file name="a">', "<file>",
-    "</file>", "<size>", "</size>", "12", "-1", '<hash type="sha-256">', "</hash>", "a" * 64,
+    "</file>", "<size>", "</size>", "12", "-1", "9" * 4400, '<url priority="' + "9" * 4400 + '">', '<hash type="sha-256">', "</hash>", "a" * 64,
     '<url priority="1">', '<url priority="x">', "<url>", "</url>", "http://h/a", "ftp://h/a",
     "<!DOCTYPE x>", '<!ENTITY e "x">', "&e;", "&amp;", "<?xml version='1.0'?>", "<![CDATA[", "]]>", " ",
 ])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.fuzz import FUZZ
 
 from dtune.http.message import parse_retry_after
 from dtune.http.ratelimit import RateHint, hint, number, params
@@ -78,6 +79,8 @@ VALUES = st.one_of(LATIN1, st.integers(-10**20, 10**20).map(str),
                                     "Mon, 01 Jan 0001 00:00:00 GMT"]))
 
 
+@pytest.mark.fuzz
+@FUZZ
 @given(st.dictionaries(HEADER_NAMES, VALUES, max_size=6), st.floats(0, 4e9))
 def test_untrusted_headers_never_crash_and_give_sane_numbers(headers: dict[str, str], now: float) -> None:
     got = hint(headers, now)
@@ -87,6 +90,8 @@ def test_untrusted_headers_never_crash_and_give_sane_numbers(headers: dict[str, 
         assert value is None or (value >= 0 and value == value and value != float("inf"))
 
 
+@pytest.mark.fuzz
+@FUZZ
 @given(LATIN1, st.floats(0, 4e9))
 def test_retry_after_never_crashes_on_untrusted_text(value: str, now: float) -> None:
     got = parse_retry_after(value, now)
