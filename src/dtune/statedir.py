@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 from dtune.errors import DiskError
+from dtune.fileio import disk_error
 
 STATE_DIR = ".dtune"
 PARTS, ASIDE = "parts", "aside"
@@ -95,7 +96,7 @@ def _directory(path: str) -> None:
     except FileExistsError:
         pass
     except OSError as exc:
-        raise DiskError(f"{path}: {exc.strerror or exc}") from None
+        raise disk_error(path, exc) from None
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode):
         raise DiskError(f"{path}: is a symlink: dtune keeps its working files there and does not follow "
@@ -114,7 +115,7 @@ def ensure(root: str, sub: str = PARTS) -> str:
         try:
             os.makedirs(root, exist_ok=True)
         except OSError as exc:
-            raise DiskError(f"{root}: {exc.strerror or exc}") from None
+            raise disk_error(root, exc) from None
     _directory(top)
     if sub:
         _directory(path)

@@ -298,7 +298,7 @@ def test_a_shard_that_makes_no_progress_stops_the_transfer_in_one_line_and_the_r
         # (the freeze may land before the frozen node has journalled anything: then only whole files).
         kept = tree(out)
         whole = {k: v for k, v in kept.items() if PACED.get("/" + k) == v}
-        journalled = [k for k in kept if ".dtune-journal" in k]
+        journalled = [k for k in kept if k.startswith(".dtune/parts/") and ".journal" in k]
         assert whole or journalled, kept.keys()
         covered = sum(state.done.total() for k in journalled
                       if (state := read_journal(str(out / k))) is not None)

@@ -205,9 +205,12 @@ def load_journal(path: str) -> tuple[JournalState | None, str | None]:
         return None, f"it cannot be read ({exc.strerror or exc})"
     with os.fdopen(fd, "rb") as fh:
         try:
-            state = parse_journal(fh.read(64 << 20))
+            data = fh.read(64 << 20)
         except OSError as exc:
             return None, f"it cannot be read ({exc.strerror or exc})"
+    state = parse_journal(data)
+    if state is None and b"\n" not in data and (data.startswith(MAGIC.encode()) or MAGIC.encode().startswith(data)):
+        return None, None  # torn at creation (a crash, a full disk): it names no byte, as if there were none
     return (state, None) if state is not None else (None, "it is not a readable journal")
 
 
