@@ -105,11 +105,12 @@ def _directory(path: str) -> None:
         raise DiskError(f"{path}: is not a directory: dtune keeps its working files there (remove it)")
 
 
-def ensure(root: str, sub: str = PARTS) -> str:
-    """``root/.dtune/sub`` made and checked (no symlink on the way); its path. Raises DiskError."""
+def ensure(root: str, sub: str = PARTS, *, again: bool = False) -> str:
+    """``root/.dtune/sub`` made and checked (no symlink on the way); its path. Checked once per run
+    (``again``: once more, as when it went missing meanwhile). Raises DiskError."""
     top = os.path.join(root, STATE_DIR)
     path = os.path.join(top, sub) if sub else top
-    if path in _ready:
+    if path in _ready and not again:
         return path
     if not os.path.isdir(root):
         try:

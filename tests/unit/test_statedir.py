@@ -64,4 +64,4 @@ def test_set_aside_keeps_the_journal_and_its_part_and_the_empty_directory_goes(t
     for name in os.listdir(tmp_path / ".dtune" / "aside"):
         os.unlink(tmp_path / ".dtune" / "aside" / name)
     remove_if_empty(p.root)
-    assert not (tmp_path / ".dtune").exists() and not statedir._ready
+    assert not (tmp_path / ".dtune").exists() and p.parts_dir not in statedir._ready

@@ -363,7 +363,11 @@ class FileState:
             # a piece shares its part file with the file's other pieces: never truncated here
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh and self.piece is None else 0)
             ensure(self.place.root)  # (checked once per run: no symlink at .dtune redirects the part)
-            self.fd = open_nofollow(self.part_path, flags)
+            try:
+                self.fd = open_nofollow(self.part_path, flags)
+            except FileNotFoundError:  # removed since it was checked (another process's run ended)
+                ensure(self.place.root, again=True)
+                self.fd = open_nofollow(self.part_path, flags)
             if fresh and self.size and self.journaled:
                 start, length = (self.piece.start, self.piece.size) if self.piece else (0, self.size)
                 try:
