@@ -433,6 +433,6 @@ def test_a_worker_that_does_not_see_the_output_directory_stops_the_transfer_befo
         outcome = run_get(env, [str(url_list(server, tmp_path))], out, "--cluster", dask_procs.address,
                           json_events=False, timeout=120)
         line = assert_one_line_error(outcome, ["not the shared file system"])
-        assert str(out / ".dtune-cluster-marker") in line and "worker tcp://127.0.0.1:" in line
+        assert str(out / ".dtune" / "cluster-marker") in line and "worker tcp://127.0.0.1:" in line
         assert served(server) == 0 and not [r for r in server.requests if r.method == "GET"]
     assert os.listdir(out) == []
