@@ -126,6 +126,7 @@ class FileState:
         self.piece = spec.piece             # a cluster shard's share of the file (``dataset.Piece``)
         self.journal_path = self.place.piece_journal(spec.piece.tag) if spec.piece else self.place.journal
         self.notes: list[str] = []          # what resume_state has to say (a journal set aside)
+        self.legacy_note: str | None = None  # an older dtune's partial not resumed: why (``adopt_legacy``)
         self.partition = partition
         self.status = "queued"
         self.error: str | None = None
@@ -345,9 +346,7 @@ class FileState:
                 return
             except (OSError, DtuneError) as exc:
                 why = str(exc)
-        self.notes.append(f"{self.relpath}: the partial download an older dtune left "
-                          f"({os.path.basename(place.legacy_part)}) is not resumed ({why}); it is left in "
-                          f"place and the file starts over")
+        self.legacy_note = f"{self.relpath}: {os.path.basename(place.legacy_part)} ({why})"
 
     def journal_kept(self, reason: str) -> bool:
         """Does a failure for ``reason`` leave a part file a rerun resumes (a full disk or quota)?"""
@@ -537,7 +536,14 @@ def resume_all(files: list[FileState], update: bool) -> tuple[list[str], list[st
     """``resume_state`` of every file (the listing's names kept from adoption), and every note. Blocking."""
     listed = {f.relpath for f in files}
     states = [f.resume_state(update, listed=listed) for f in files]
-    return states, [note for f in files for note in f.notes]
+    notes = [note for f in files for note in f.notes]
+    legacy = [f.legacy_note for f in files if f.legacy_note is not None]
+    if legacy:  # one line, however many there are
+        many = f"{len(legacy)} partial downloads" if len(legacy) > 1 else "the partial download"
+        notes.append(f"{many} an older dtune left next to the file (NAME.dtune-part) not resumed, as their "
+                     f"journal is for another source; left in place, the file starts over: {legacy[0]}"
+                     + (f" and {len(legacy) - 1} more" if len(legacy) > 1 else ""))
+    return states, notes
 
 
 def commit_batch(files: list[FileState]) -> list[str | None]:
