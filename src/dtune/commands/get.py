@@ -39,9 +39,10 @@ headers, or by --checksum-file; the strongest algorithm wins, and --checksum ove
 Running the same command again resumes: finished files are skipped, partial
 ones continue from their journal. Part files and journals live in DIR/.dtune/
 (a listed name under .dtune/ is refused); a journal written for another source,
-size, validator or checksum is set aside in DIR/.dtune/aside/ with a warning and
-the file starts over; an older dtune's NAME.dtune-part + NAME.dtune-journal is
-adopted when its journal matches the source.
+size or checksum is set aside in DIR/.dtune/aside/ with a warning and the file
+starts over, as does a file whose ETag or Last-Modified changed on the server; an
+older dtune's NAME.dtune-part + NAME.dtune-journal is adopted when its journal
+matches the source.
 With --update only files that changed on the server are fetched again;
 --include/--exclude/--max-depth/--max-files select files, --dry-run lists
 them without writing anything (docs/selection.md).
