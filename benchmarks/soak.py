@@ -33,7 +33,7 @@ Two modes:
   `dtune serve` over many clients.
 
 Every transfer must exit 0 with every file byte-exact: same set of files
-(nothing missing, nothing extra such as a `.dtune-part` left over), sizes and
+(nothing missing, nothing extra such as a part file left over in `.dtune/`), sizes and
 SHA-256 of the source tree (computed once, at the start). For each outage the
 script reports the retries, errors and warnings until the next outage, the
 seconds from the link coming back to the first byte and to 80 % of the

@@ -16,7 +16,7 @@ from dtune.checksums import Checksum
 class Piece:
     """Bytes [start, end) of one file, the share one shard of a cluster transfer fetches
     (``dtune.cluster``). Several pieces of a file write into the same part file with pwrite, each
-    journals its own ranges in ``NAME.dtune-journal.TAG``, and the file is verified and renamed
+    journals its own ranges in ``DIR/.dtune/parts/<key>.journal.TAG``, and the file is verified and renamed
     by whoever holds every piece (the cluster's parent), never by the engine that fetched one."""
 
     start: int

@@ -30,9 +30,10 @@ def disk_error(path: str, exc: OSError) -> DiskError:
 def open_nofollow(path: str, flags: int, mode: int = 0o644) -> int:
     """Open a file dtune owns in the output directory, never through a symlink.
 
-    A symlink planted where a part file or journal goes (``NAME.dtune-part ->
+    A symlink planted where a part file or journal goes (``.dtune/parts/KEY.part ->
     /elsewhere``) would make dtune write outside the output directory; it is
-    removed and a plain file created in its place.
+    removed and a plain file created in its place. (A symlink at ``.dtune`` or
+    one of its directories is refused before: ``dtune.statedir.ensure``.)
     """
     try:
         return os.open(path, flags | os.O_NOFOLLOW, mode)

@@ -30,6 +30,8 @@ import pytest
 from support.harness import Outcome, assert_exact, failure_reason, run_get
 from support.realservers import Nginx, Unavailable, public_dir
 
+from dtune.statedir import Place
+
 crc32c = pytest.importorskip("crc32c")  # a test dependency (pyproject's test extra)
 KIB = 1 << 10
 REAL = ("--retries", "3", "--stall-timeout", "10")
@@ -168,7 +170,7 @@ def test_url_list_md5_adler32_crc32c(root: Path, env: dict, tmp_path: Path) -> N
     assert any("ignoring checksum of unknown type 'whirlpool'" in e["reason"] for e in done.of("warning"))
     reason = failure_reason(no_crc, "c.bin")
     assert "crc32c checksum from url list cannot be checked" in reason and "pip install crc32c" in reason
-    assert (tmp_path / "no-crc" / "c.bin.dtune-part").read_bytes() == files["sub/c.bin"]
+    assert Path(Place.of(str(tmp_path / "no-crc" / "c.bin"), "c.bin").part).read_bytes() == files["sub/c.bin"]
     assert verified_by(no_crc)["a.bin"] == "md5 (url list)"
 
 

@@ -299,7 +299,7 @@ def test_a_shard_that_makes_no_progress_stops_the_transfer_in_one_line_and_the_r
         # (the freeze may land before the frozen node has journalled anything: then only whole files).
         kept = tree(out)
         whole = {k: v for k, v in kept.items() if PACED.get("/" + k) == v}
-        journalled = [k for k in kept if ".dtune-journal" in k]
+        journalled = [k for k in kept if k.startswith(".dtune/parts/") and ".journal" in k]
         assert whole or journalled, kept.keys()
         covered = sum(state.done.total() for k in journalled
                       if (state := read_journal(str(out / k))) is not None)
@@ -434,6 +434,6 @@ def test_a_worker_that_does_not_see_the_output_directory_stops_the_transfer_befo
         outcome = run_get(env, [str(url_list(server, tmp_path))], out, "--cluster", dask_procs.address,
                           json_events=False, timeout=120)
         line = assert_one_line_error(outcome, ["not the shared file system"])
-        assert str(out / ".dtune-cluster-marker") in line and "worker tcp://127.0.0.1:" in line
+        assert str(out / ".dtune" / "cluster-marker") in line and "worker tcp://127.0.0.1:" in line
         assert served(server) == 0 and not [r for r in server.requests if r.method == "GET"]
     assert os.listdir(out) == []

@@ -84,7 +84,7 @@ def test_an_interrupted_run_is_recorded_in_the_history_with_its_status_and_what_
                                 env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and not list((tmp_path / "out").glob("*.dtune-part")):
+        while time.monotonic() < deadline and not list((tmp_path / "out").glob(".dtune/parts/*.part")):
             time.sleep(0.05)
         time.sleep(1.5)  # some bytes moved
         proc.send_signal(signum)

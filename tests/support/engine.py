@@ -19,10 +19,10 @@ from pathlib import Path
 from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, TransferResult
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.engine.options import EngineOptions
 from dtune.loop import run_async
 from dtune.params import Params
+from dtune.statedir import Place
 from support.fakeserver import FakeServer, spans_overlap
 
 KIB = 1024
@@ -53,7 +53,24 @@ class Run:
 
     def leftovers(self) -> list[str]:
         return sorted(str(p.relative_to(self.out)) for p in self.out.rglob("*")
-                      if p.name.endswith((PART_SUFFIX, JOURNAL_SUFFIX)))
+                      if p.name.endswith((".part", ".journal", ".dtune-part", ".dtune-journal")))
+
+
+def part_file(out: Path | str, relpath: str, *, make: bool = False) -> Path:
+    """Where the part file of ``relpath`` under the output root ``out`` lives (``dtune.statedir``);
+    ``make``: its directory made (a test that plants one)."""
+    path = Path(Place.of(f"{out}/{relpath}", relpath).part)
+    if make:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def journal_file(out: Path | str, relpath: str, *, make: bool = False) -> Path:
+    """Where the journal of ``relpath`` under the output root ``out`` lives."""
+    path = Path(Place.of(f"{out}/{relpath}", relpath).journal)
+    if make:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def spec(server: FakeServer, path: str, *, sized: bool = True, checksum: Checksum | None = None,

@@ -13,7 +13,7 @@ The verdicts:
 ``assert_failed``  exit 1; the file is named with its reason in the
                    ``--json`` summary (and, for a plain run, on exactly one
                    ``dtune: failed:`` line); no final file for it, only
-                   ``NAME.dtune-part`` / ``NAME.dtune-journal`` may remain.
+                   its part file and journal in ``DIR/.dtune/`` may remain.
 """
 
 from __future__ import annotations

@@ -40,8 +40,9 @@ import pytest
 from support.harness import Report, default_sigint
 from support.realservers import Nginx, Unavailable, public_dir
 
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
+from dtune.engine.journal import parse_journal
 from dtune.engine.ranges import RangeSet
+from dtune.statedir import Place
 
 MIB = 1 << 20
 FILES = 20
@@ -106,7 +107,7 @@ def events_of(text: str) -> list[dict]:
 # ---- what the disk says ----------------------------------------------------------------------------
 def journalled(final: Path) -> RangeSet:
     try:
-        state = parse_journal(final.with_name(final.name + JOURNAL_SUFFIX).read_bytes())
+        state = parse_journal(Path(Place.of(str(final), final.name).journal).read_bytes())
     except FileNotFoundError:
         return RangeSet()
     return state.done if state is not None else RangeSet()
@@ -119,7 +120,7 @@ def on_disk(out: Path, files: dict[str, bytes]) -> dict[str, RangeSet]:
         final = out / name
         if final.exists():
             assert final.read_bytes() == data, f"{name} is in place but not byte-exact"
-            assert not final.with_name(name + PART_SUFFIX).exists()
+            assert not os.path.exists(Place.of(str(final), name).part)
             have[name] = RangeSet([(0, len(data))])
         else:
             have[name] = journalled(final)
@@ -128,7 +129,7 @@ def on_disk(out: Path, files: dict[str, bytes]) -> dict[str, RangeSet]:
 
 def assert_complete(out: Path, files: dict[str, bytes]) -> None:
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(files), f"leftovers or missing files: {names}"
+    assert names == sorted(files), f"leftovers or missing files: {names} {sorted(str(p) for p in out.rglob('*'))}"
     for name, data in files.items():
         assert hashlib.sha256((out / name).read_bytes()).digest() == hashlib.sha256(data).digest(), name
 
@@ -330,7 +331,7 @@ def test_a_full_disk_fails_the_files_that_do_not_fit_clearly_and_a_rerun_with_sp
     # a file that had bytes on disk says they are kept for the rerun, in its part file
     kept = [(m.group(1), int(m.group(2))) for line in lines
             if (m := re.search(r"failed: (\S+): .*the (\d+) bytes already written are kept", line))]
-    assert all((out / (name + ".dtune-part")).exists() for name, _ in kept), kept
+    assert all(os.path.exists(Place.of(str(out / name), name).part) for name, _ in kept), kept
 
     _mount("-o", "remount,size=64m", str(out))
     again = run([*get_cmd(fast.url, out), "--json"], env)
@@ -375,7 +376,7 @@ def test_a_disk_that_fills_mid_file_keeps_the_part_for_the_rerun_and_says_so(
             if (m := re.search(r"^(\S+): .*the (\d+) bytes already written are kept in \S+: the "
                                r"same command resumes", line))]
     assert kept, lines
-    assert all((out / (name + PART_SUFFIX)).exists() for name, _ in kept), kept
+    assert all(os.path.exists(Place.of(str(out / name), name).part) for name, _ in kept), kept
     _mount("-o", "remount,size=64m", str(out))
     again = run(get_cmd(str(listing), out, "--json"), plain_fs)
     assert again.returncode == 0, again.stderr

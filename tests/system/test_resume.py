@@ -4,7 +4,7 @@ The big file comes from a real nginx whose ``limit_rate`` makes the first
 run last a few seconds; its access log (Range header, body bytes, start
 and end time of every request) says which bytes each run asked for.
 
-What "in flight" means here. The journal (``NAME.dtune-journal``) names the
+What "in flight" means here. The journal (``DIR/.dtune/parts/<key>.journal``) names the
 bytes known to be in the part file; a running request journals its
 progress every ``EngineOptions.journal_every`` bytes and at its end. At the
 moment of the kill, a request is *in flight* when it was sent and not all
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import signal
@@ -36,9 +37,10 @@ from support.fakeserver import spans_overlap
 from support.harness import default_sigint
 from support.realservers import Nginx, Unavailable, public_dir
 
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, parse_journal
+from dtune.engine.journal import parse_journal
 from dtune.engine.options import EngineOptions
 from dtune.engine.ranges import RangeSet
+from dtune.statedir import Place
 
 MIB = 1 << 20
 BIG = 200 * MIB                      # the brief's ~200 MB file
@@ -112,7 +114,7 @@ def run(cmd: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def journal_of(final: Path) -> RangeSet:
-    path = final.with_name(final.name + JOURNAL_SUFFIX)
+    path = Path(Place.of(str(final), final.name).journal)
     try:
         state = parse_journal(path.read_bytes())
     except FileNotFoundError:
@@ -126,7 +128,7 @@ def wait_for_journal(proc: subprocess.Popen, final: Path, least: int, timeout: f
         assert proc.poll() is None, f"dtune get ended (exit {proc.returncode}) before the kill"
         assert time.monotonic() < deadline, "the journal did not grow"
         time.sleep(0.01)
-    assert final.with_name(final.name + PART_SUFFIX).exists()
+    assert os.path.exists(Place.of(str(final), final.name).part)
 
 
 def unjournalled_runs(part: Path, source: bytes, journal: RangeSet) -> list[int]:
@@ -173,7 +175,7 @@ def test_sigkill_mid_file_then_rerun_fetches_only_unjournalled_bytes_and_at_most
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(10) == -signal.SIGKILL
     journal = journal_of(final)
-    part = final.with_name(final.name + PART_SUFFIX)
+    part = Path(Place.of(str(final), final.name).part)
     assert 0 < journal.total() < BIG, "killed too late to test a resume"
     assert not final.exists()
 
@@ -186,7 +188,8 @@ def test_sigkill_mid_file_then_rerun_fetches_only_unjournalled_bytes_and_at_most
     done = run(get_cmd(slow.url("big.bin"), out, "--json"), env)
     assert done.returncode == 0, done.stderr
     assert hashlib.sha256(final.read_bytes()).digest() == hashlib.sha256(source).digest()
-    assert not part.exists() and not final.with_name(final.name + JOURNAL_SUFFIX).exists()
+    assert not part.exists() and not os.path.exists(Place.of(str(final), final.name).journal)
+    assert not (final.parent / ".dtune").exists()  # the state directory goes when it is empty
     start = next(json.loads(line) for line in done.stdout.splitlines() if '"start"' in line)
     assert start["bytes_resumed"] == journal.total()
 
@@ -227,7 +230,7 @@ def test_a_stop_signal_journals_every_written_byte_and_the_rerun_resumes(
     stderr = (tmp_path / "stderr0").read_text()
     assert "Traceback" not in stderr and says in stderr
     journal = journal_of(final)
-    part = final.with_name(final.name + PART_SUFFIX)
+    part = Path(Place.of(str(final), final.name).part)
     assert 0 < journal.total() < MID and not final.exists()
     # a clean stop journals what it wrote: no right byte on disk is left out of the journal
     assert unjournalled_runs(part, source, journal) == []

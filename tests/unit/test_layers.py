@@ -20,7 +20,8 @@ from support.paths import REPO
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("dtune.version", "dtune.errors", "dtune.argtypes", "dtune.checksums", "dtune.config", "dtune.dataset",
               "dtune.fileio", "dtune.loop", "dtune.params", "dtune.stats", "dtune.units", "dtune.tomlfile",
-              "dtune.procgroup", "dtune.netfacts", "dtune.accounting", "dtune.energy", "dtune.serveproc")),
+              "dtune.procgroup", "dtune.netfacts", "dtune.accounting", "dtune.energy", "dtune.serveproc",
+              "dtune.statedir")),
     ("http", ("dtune.http", "dtune.netprobe")),
     ("decisions", ("dtune.model", "dtune.tuners")),
     ("engine", ("dtune.engine",)),

@@ -1,6 +1,6 @@
 """Is the output directory the same shared file system on every node?
 
-The parent writes a random token into ``DIR/.dtune-cluster-marker``; before it fetches, each
+The parent writes a random token into ``DIR/.dtune/cluster-marker`` (``dtune.statedir``); before it fetches, each
 worker reads that path and must find the same token. A worker that finds another token, or no
 file, writes elsewhere than the parent reads (a local disk, another mount): its bytes would
 never reach the parent, so the transfer stops before any byte moves.
@@ -11,18 +11,20 @@ from __future__ import annotations
 import os
 import secrets
 
-MARKER = ".dtune-cluster-marker"
+from dtune.fileio import open_nofollow
+from dtune.statedir import MARKER, STATE_DIR, ensure
 
 
 def marker_path(outdir: str) -> str:
     """Absolute: a worker reads it from a working directory of its own."""
-    return os.path.join(os.path.abspath(outdir), MARKER)
+    return os.path.join(os.path.abspath(outdir), STATE_DIR, MARKER)
 
 
 def write_marker(outdir: str) -> tuple[str, str]:
     """Write a fresh token into ``outdir``'s marker; return (path, token)."""
     path, token = marker_path(outdir), secrets.token_hex(16)
-    with open(path, "w") as fh:
+    ensure(os.path.abspath(outdir), "")  # (refused when .dtune is a symlink)
+    with os.fdopen(open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as fh:
         fh.write(token)
         fh.flush()
         os.fsync(fh.fileno())

@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import glob
 import os
 import threading
 import time
@@ -36,9 +37,9 @@ from dtune.cluster.shard import ShardPlan, cap_share, pack, pieces_of, place
 from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
-from dtune.engine.journal import JOURNAL_SUFFIX
 from dtune.engine.result import TransferResult
 from dtune.errors import DtuneError
+from dtune.statedir import Place
 from dtune.transfer import TransferRequest
 from dtune.transfer.events import EventSink
 from dtune.transfer.listing import add_unfetched, list_sources, placed
@@ -89,8 +90,8 @@ def splittable(spec: FileSpec, final: Path, listings: dict[Path, set[str]]) -> b
             names = listings[final.parent] = set()
     if final.name not in names:
         return True
-    journal = final.name + JOURNAL_SUFFIX
-    return any(n == journal or n.startswith(journal + ".") for n in names)
+    journal = Place.of(str(final), spec.relpath).journal
+    return os.path.lexists(journal) or bool(glob.glob(glob.escape(journal) + ".*"))
 
 
 class Aggregate:
@@ -233,7 +234,8 @@ class Session:
         shards = pack([s.size for s in self.specs], nodes, whole=whole)
         split_files = pieces_of(shards)
         for index, ranges in split_files.items():
-            split.prepare(str(self.paths[index]), self.specs[index].size, [(s, e) for s, e, _ in ranges])
+            spec = self.specs[index]
+            split.prepare(Place.of(str(self.paths[index]), spec.relpath), spec.size, [(s, e) for s, e, _ in ranges])
         cap = cap_share(self.plan.max_per_host, nodes)
         if nodes > 1 and conducted(self.plan):
             self.conductor = Conductor(workers, cap)
@@ -431,7 +433,8 @@ class Session:
         for r in results:
             out.files.extend(f for f in r.files if f.relpath not in split_names)
         for index, ranges in split_files.items():
-            f = split.commit(self.specs[index], str(self.paths[index]), [(s, e) for s, e, _ in ranges])
+            spec = self.specs[index]
+            f = split.commit(spec, Place.of(str(self.paths[index]), spec.relpath), [(s, e) for s, e, _ in ranges])
             out.files.append(f)
             if f.status == "done":
                 self.emit({"event": "file_done", "file": f.relpath, "size": f.size, "checksum": f.checksum,

@@ -47,7 +47,12 @@ headers (a HEAD asks Want-Digest: adler32, md5, sha-256), by a WebDAV listing's
 dCache or ownCloud checksum property, or by --checksum-file; the strongest algorithm wins, and --checksum over all.
 
 Running the same command again resumes: finished files are skipped, partial
-ones continue from their journal (NAME.dtune-part + NAME.dtune-journal).
+ones continue from their journal. Part files and journals live in DIR/.dtune/
+(a listed name under .dtune/ is refused); a journal written for another source,
+size or checksum is set aside in DIR/.dtune/aside/ with a warning and the file
+starts over, as does a file whose ETag or Last-Modified changed on the server; an
+older dtune's NAME.dtune-part + NAME.dtune-journal is adopted when its journal
+matches the source.
 With --update only files that changed on the server are fetched again;
 --include/--exclude/--max-depth/--max-files select files, --dry-run lists
 them without writing anything (docs/selection.md).

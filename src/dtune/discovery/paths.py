@@ -9,8 +9,9 @@ it is checked twice:
    could mean "somewhere else" on any platform dtune might write to: absolute
    paths, drive letters, '..', backslashes (a separator on Windows), control
    characters (NUL truncates C strings; newlines forge log lines), lone
-   surrogates (a name that was not valid UTF-8), and components longer than
-   common file systems accept (ext4, XFS, NTFS, APFS: 255 bytes). Spaces and
+   surrogates (a name that was not valid UTF-8), components longer than
+   common file systems accept (ext4, XFS, NTFS, APFS: 255 bytes), and a first
+   component ``.dtune`` (in any case): dtune's own state directory (``dtune.statedir``). Spaces and
    any printable unicode are fine.
 2. ``resolve_inside(outdir, relpath)`` — at write time, follows symlinks that
    already exist under ``outdir`` and refuses a path whose real location is
@@ -27,6 +28,7 @@ import unicodedata
 from pathlib import Path
 
 from dtune.errors import UnsafePathError
+from dtune.statedir import STATE_DIR
 
 # Longest component most file systems accept (NAME_MAX on Linux), in bytes.
 MAX_COMPONENT_BYTES = 255
@@ -70,6 +72,8 @@ def relpath_problem(name: object) -> tuple[str | None, str | None]:
         parts.append(part)
     if not parts:
         return None, "no name left after removing '.' components"
+    if parts[0].casefold() == STATE_DIR:
+        return None, f"'{STATE_DIR}' is dtune's own state directory (its part files and journals)"
     relpath = "/".join(parts)
     if len(relpath.encode("utf-8")) > MAX_PATH_BYTES:
         return None, f"path longer than {MAX_PATH_BYTES} bytes"

@@ -54,7 +54,7 @@ from pathlib import Path
 
 from dtune.accounting import Accounting, Snapshot
 from dtune.dataset import FileSpec
-from dtune.engine.files import FileState
+from dtune.engine.files import FileState, resume_all
 from dtune.engine.limiter import RateLimiter
 from dtune.engine.options import EngineOptions
 from dtune.engine.origins import OriginGate, OutageProbe
@@ -293,8 +293,10 @@ class Engine:
     # ---- setup / teardown ------------------------------------------------------
     async def _prepare(self) -> None:
         acct = self.acct
-        update, verify = self.options.update, self.options.verify_existing
-        states = await asyncio.to_thread(lambda: [f.resume_state(update, verify) for f in self.files])
+        states, notes = await asyncio.to_thread(resume_all, self.files, self.options.update,
+                                                self.options.verify_existing)
+        for note in notes:  # (a journal set aside, an older dtune's partial not resumed)
+            self._emit("warning", reason=note)
         sizes_known = all(f.size is not None for f in self.files)
         acct.dataset(sum(f.wanted or 0 for f in self.files) if sizes_known else None, len(self.files))
         for name, part in self.partitions.items():
@@ -593,6 +595,5 @@ class Engine:
 
     def _emit(self, kind: str, **fields: object) -> None:
         if self._on_event is not None:
-            fields = {"event": kind, "t": round(self.now() - (self.acct.start if self.acct else 0), 3),
-                      **fields}
-            self._on_event(fields)
+            t = round(self.now() - (self.acct.start if self.acct else 0), 3)
+            self._on_event({"event": kind, "t": t, **fields})

@@ -22,17 +22,19 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from dtune import checksums
 from dtune.dataset import FileSpec
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX, Journal, header_matches, read_journal
+from dtune.engine.journal import Journal, judge_header, load_journal, source_header
 from dtune.engine.ranges import RangeSet
-from dtune.errors import DtuneError, HTTPError
+from dtune.errors import DiskError, DtuneError, HTTPError
 from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.redact import redact_url
 from dtune.http.validators import Validators, http_time
+from dtune.statedir import Place, ensure, set_aside
 
 MAX_BREAKS = 16   # places a file's tries broke off that are remembered: more are different faults
 
@@ -123,9 +125,12 @@ class FileState:
         self.size = spec.size
         self.checksum = spec.checksum       # what verifies the bytes beyond their size (None: size only)
         self.final_path = str(final_path)
-        self.part_path = self.final_path + PART_SUFFIX
+        self.place = Place.of(self.final_path, spec.relpath)  # its working files, in DIR/.dtune (``statedir``)
+        self.part_path = self.place.part
         self.piece = spec.piece             # a cluster shard's share of the file (``dataset.Piece``)
-        self.journal_path = self.final_path + JOURNAL_SUFFIX + (f".{spec.piece.tag}" if spec.piece else "")
+        self.journal_path = self.place.piece_journal(spec.piece.tag) if spec.piece else self.place.journal
+        self.notes: list[str] = []          # what resume_state has to say (a journal set aside)
+        self.legacy_note: str | None = None  # an older dtune's partial not resumed: why (``adopt_legacy``)
         self.partition = partition
         self.status = "queued"
         self.error: str | None = None
@@ -272,11 +277,15 @@ class FileState:
         return bool(self.unassigned)
 
     # ---- disk ----------------------------------------------------------------
-    def resume_state(self, update: bool = False, verify: bool = False) -> str:
+    def resume_state(self, update: bool = False, verify: bool = False, *, move: bool = True,
+                     listed: frozenset[str] | set[str] = frozenset()) -> str:
         """Look at the disk before transferring: 'skip', 'resume' or 'fresh' (a fresh file may
         carry ``if_modified_since``). ``update``: --update, ``verify``: --verify-existing (see
         ``on_disk``); a file skipped unread says why in ``kept_by``. A piece is never skipped
-        here: its parent decided to fetch the file. Blocking."""
+        here: its parent decided to fetch the file. A journal that does not describe this
+        file is set aside (``statedir.set_aside``, a line in ``notes``); an older dtune's part file
+        is adopted (``adopt_legacy``; ``listed``: the transfer's relative paths). ``move`` False (a
+        dry run): nothing is moved. Blocking."""
         self.kept_by = None
         if self.piece is None and os.path.isfile(self.final_path) and not os.path.exists(self.journal_path):
             try:
@@ -297,11 +306,24 @@ class FileState:
                     self.local_size = st.st_size
             except (OSError, ImportError):  # (ImportError: crc32c missing; verify says so after the fetch)
                 pass
-        state = read_journal(self.journal_path)
-        if state and header_matches(state.header, url=self.url, size=self.size, checksum=self.checksum) \
-                and state.header.get("piece") == self._piece_header():
+        if self.piece is None and move and not os.path.lexists(self.journal_path) \
+                and not os.path.lexists(self.final_path):
+            self.adopt_legacy(listed)
+        state, why = load_journal(self.journal_path)
+        if state is not None:
+            why = judge_header(state.header, urls=[r.original for r in self.replicas], size=self.size,
+                               checksum=self.checksum, piece=self._piece_header())
+        if why is not None:
+            if move:  # (a dry run only says what would happen)
+                aside = set_aside(self.place, self.journal_path, part=self.piece is None)
+                where = f"kept as {aside}" if aside else "left in place"
+                self.notes.append(f"{self.relpath}: its journal was set aside ({why}; {where}): "
+                                  f"the file starts over")
+            return "fresh"
+        if state is not None:
             try:
-                part_size = os.path.getsize(self.part_path)
+                st = os.lstat(self.part_path)
+                part_size = st.st_size if stat.S_ISREG(st.st_mode) else -1
             except OSError:
                 part_size = -1
             if part_size >= 0:
@@ -317,6 +339,33 @@ class FileState:
                 return "resume"
         return "fresh"
 
+    def adopt_legacy(self, listed: frozenset[str] | set[str]) -> None:
+        """Move an older dtune's ``NAME.dtune-part`` + ``NAME.dtune-journal`` into ``.dtune/`` when the
+        journal says it is dtune's, for this source; neither may be a name of this transfer's listing.
+        Otherwise they stay where they are (a note says the file restarts). Blocking."""
+        place = self.place
+        if self.relpath + ".dtune-part" in listed or self.relpath + ".dtune-journal" in listed:
+            return
+        try:
+            if not all(stat.S_ISREG(os.lstat(p).st_mode) for p in (place.legacy_journal, place.legacy_part)):
+                return
+        except OSError:
+            return
+        state, _ = load_journal(place.legacy_journal)
+        if state is None:
+            return  # not a journal: not dtune's file
+        why = judge_header(state.header, urls=[r.original for r in self.replicas], size=self.size,
+                           checksum=self.checksum)
+        if why is None:
+            try:
+                ensure(place.root)
+                os.rename(place.legacy_part, self.part_path)
+                os.rename(place.legacy_journal, self.journal_path)
+                return
+            except (OSError, DtuneError) as exc:
+                why = str(exc)
+        self.legacy_note = f"{self.relpath}: {os.path.basename(place.legacy_part)} ({why})"
+
     def journal_kept(self, reason: str) -> bool:
         """Does a failure for ``reason`` leave a part file a rerun resumes (a full disk or quota)?"""
         return (("no space left on device" in reason or "disk quota exceeded" in reason)
@@ -330,11 +379,11 @@ class FileState:
             fresh = not self.done
             # a piece shares its part file with the file's other pieces: never truncated here
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if fresh and self.piece is None else 0)
+            ensure(self.place.root)  # (checked once per run: no symlink at .dtune redirects the part)
             try:
                 self.fd = open_nofollow(self.part_path, flags)
-            except FileNotFoundError:
-                # the directory is made only when missing: a makedirs per file costs a stat per level
-                os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
+            except FileNotFoundError:  # removed since it was checked (another process's run ended)
+                ensure(self.place.root, again=True)
                 self.fd = open_nofollow(self.part_path, flags)
             if fresh and self.size and self.journaled:
                 start, length = (self.piece.start, self.piece.size) if self.piece else (0, self.size)
@@ -345,7 +394,7 @@ class FileState:
                         raise
                     # file systems without fallocate (e.g. some FUSE): grow as we write
             if self.size is not None and self.size > 0 and self.journaled:
-                header = {"url": self.url, "size": self.size,
+                header = {**source_header([r.original for r in self.replicas]), "size": self.size,
                           "checksum": checksums.text(self.checksum) if self.checksum else None,
                           **(self.validators or Validators()).to_header()}
                 if self.piece is not None:
@@ -354,6 +403,9 @@ class FileState:
         except OSError as exc:
             self.close_files()
             raise disk_error(self.part_path, exc) from None
+        except DiskError:
+            self.close_files()
+            raise
 
     def _piece_header(self) -> list[int] | None:
         """What a piece's journal header says of it (None for a whole file's journal)."""
@@ -432,7 +484,7 @@ class FileState:
         except ImportError:
             self.close_files()
             return (f"{name} checksum from {want.source} cannot be checked: {checksums.MISSING_CRC32C}; "
-                    f"the bytes stay in {os.path.basename(self.part_path)}")
+                    f"the bytes stay in {self.part_path}")
         if got != want.hex:
             hint = ("; an S3 ETag is the MD5 of the bytes only for a single-part object stored without "
                     "SSE-KMS or SSE-C, which a listing does not say") if want.source == "S3 ETag" else ""
@@ -458,7 +510,12 @@ class FileState:
                 return str(disk_error(self.journal_path, exc))
         try:
             self.close_files()
-            os.replace(self.part_path, self.final_path)
+            try:
+                os.replace(self.part_path, self.final_path)
+            except FileNotFoundError:
+                # its directory is made only when missing: a makedirs per file costs a stat per level
+                os.makedirs(os.path.dirname(self.final_path), exist_ok=True)
+                os.replace(self.part_path, self.final_path)
             mtime = self.server_mtime()
             if mtime is not None:
                 os.utime(self.final_path, (mtime, mtime))
@@ -491,6 +548,21 @@ class FileState:
                 os.unlink(path)
             except OSError:
                 pass
+
+
+def resume_all(files: list[FileState], update: bool, verify: bool = False) -> tuple[list[str], list[str]]:
+    """``resume_state`` of every file (the listing's names kept from adoption), and every note.
+    ``verify``: --verify-existing. Blocking."""
+    listed = {f.relpath for f in files}
+    states = [f.resume_state(update, verify, listed=listed) for f in files]
+    notes = [note for f in files for note in f.notes]
+    legacy = [f.legacy_note for f in files if f.legacy_note is not None]
+    if legacy:  # one line, however many there are
+        many = f"{len(legacy)} partial downloads" if len(legacy) > 1 else "the partial download"
+        notes.append(f"{many} an older dtune left next to the file (NAME.dtune-part) not resumed, as their "
+                     f"journal is for another source; left in place, the file starts over: {legacy[0]}"
+                     + (f" and {len(legacy) - 1} more" if len(legacy) > 1 else ""))
+    return states, notes
 
 
 def commit_batch(files: list[FileState]) -> list[str | None]:

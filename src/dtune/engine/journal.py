@@ -1,21 +1,30 @@
 """Resume journal: an append-only record of the byte ranges already on disk.
 
-Next to ``NAME.dtune-part`` (the data, written with ``os.pwrite``) lives
-``NAME.dtune-journal``:
+Next to the part file ``.dtune/parts/<key>.part`` (the data, written with ``os.pwrite``;
+``dtune.statedir``) lives ``.dtune/parts/<key>.journal``:
 
-    dtune-journal 1 {"url": ..., "size": ..., "checksum": "sha256:…", "etag": ...}\\n
-    R <start> <end>\\n
+    dtune-journal 1 {"v": 2, "url": ..., "replicas": [...], "size": ..., "checksum": "ALGO:HEX",
+                     "etag": ..., "last_modified": ...}\\n
     R <start> <end>\\n
     ...
 
 A line is appended only after the bytes it names were written to the part
 file, so after a crash (SIGKILL, exception) the journal never claims bytes
 that are not there; at worst it lacks the last ones, which are fetched
-again. A torn last line (no newline) is ignored. The header identifies the
-file (URL, size, published checksum as ``ALGO:HEX``, validator); if the size, checksum or
-validator no longer matches, the journal and part file are discarded and the file starts over.
-Journals of older dtune versions carry ``"sha256": HEX`` instead of ``checksum``; they are read
-the same way.
+again. A torn last line (no newline) is ignored.
+
+What binds a journal to its file (``judge_header``): the source (the URL, or the
+sorted replica set of a multi-source file, each as ``binding_url`` spells it:
+no user-info, no signature parameters, so a renewed expiring link with a new
+signature still resumes; a replica set resumes when it shares a URL with the
+recorded one, so a Metalink whose mirror list changed keeps its bytes), the size,
+the published checksum of the same algorithm, and a cluster piece's range. The
+validators (ETag, Last-Modified) are recorded and must be well formed; the
+first answer of the server is held to them (``engine.files``: a changed file
+restarts). A journal that fails any of these, cannot be read, or has a field
+of the wrong type is set aside by the caller and its file restarts. Journals
+of older dtune versions (no ``"v"``, ``"sha256": HEX`` instead of
+``checksum``) are judged the same way.
 """
 
 from __future__ import annotations
@@ -23,14 +32,24 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dtune.checksums import Checksum
 from dtune.engine.ranges import RangeSet
 from dtune.fileio import open_nofollow
 
 MAGIC = "dtune-journal 1 "
-PART_SUFFIX = ".dtune-part"
-JOURNAL_SUFFIX = ".dtune-journal"
+VERSION = 2   # the header's "v": 2 records the source as binding_url spells it, and "replicas"
+
+# query parameters that sign or date a link, not name what it points to: a renewed presigned S3,
+# Google, CloudFront or Azure SAS link differs from the old one only in these
+SIGNATURE_PARAMS = frozenset({
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "x-amz-date", "x-amz-expires",
+    "x-amz-algorithm", "x-amz-signedheaders", "x-goog-signature", "x-goog-credential", "x-goog-date",
+    "x-goog-expires", "x-goog-algorithm", "x-goog-signedheaders", "signature", "awsaccesskeyid",
+    "expires", "policy", "key-pair-id", "sig", "se", "st", "sp", "sv", "sr", "spr", "skoid", "sktid",
+    "skt", "ske", "sks", "skv"})
+_VALIDATOR_FIELDS = ("etag", "last_modified")
 
 
 @dataclass(slots=True)
@@ -78,20 +97,74 @@ def recorded_checksum(header: dict) -> tuple[str, str] | None:
     return ("sha256", old.lower()) if isinstance(old, str) else None
 
 
-def header_matches(header: dict, *, url: str, size: int | None, checksum: Checksum | None) -> bool:
-    """Can a journal written with ``header`` be trusted for this file now?
+def binding_url(url: str) -> str:
+    """``url`` as a journal records and compares it: without user-info, fragment and the query
+    parameters that only sign or date a link (``SIGNATURE_PARAMS``); the rest kept in order."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rpartition("@")[2]
+        query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
+                 if k.lower() not in SIGNATURE_PARAMS]
+        return urlunsplit((parts.scheme.lower(), netloc.lower(), parts.path, urlencode(query), ""))
+    except ValueError:
+        return url.partition("#")[0]
+
+
+def source_header(urls: list[str]) -> dict:
+    """What a journal records of its source: the primary URL and, for several, the sorted set."""
+    out: dict = {"v": VERSION, "url": binding_url(urls[0])}
+    if len(urls) > 1:
+        out["replicas"] = sorted({binding_url(u) for u in urls})
+    return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def judge_header(header: object, *, urls: list[str], size: int | None, checksum: Checksum | None,
+                 piece: list[int] | None = None) -> str | None:
+    """None when a journal written with ``header`` can be trusted for this file now, else why not
+    (in words). ``urls``: the file's primary URL then its mirrors. Pure; any JSON value in.
 
     A checksum of the same algorithm with another digest means other content
     was announced; one of another algorithm cannot be compared (the final
     verification still checks the bytes).
     """
-    if size is not None and header.get("size") not in (None, size):
-        return False
+    if not isinstance(header, dict):
+        return "its header is not an object"
+    recorded_size = header.get("size")
+    if not _is_int(recorded_size) or recorded_size < 0:
+        return "it records no size" if recorded_size is None else "its size is not a number of bytes"
+    if size is not None and recorded_size != size:
+        return f"it describes {recorded_size} bytes, the file has {size}"
+    url, replicas = header.get("url"), header.get("replicas")
+    if not isinstance(url, str):
+        return "it names no source URL"
+    if replicas is not None and not (isinstance(replicas, list) and all(isinstance(r, str) for r in replicas)):
+        return "its replica list is not a list of URLs"
+    for name in ("checksum", "sha256", *_VALIDATOR_FIELDS):
+        if header.get(name) is not None and not isinstance(header[name], str):
+            return f"its {name} is not text"
+    if "piece" in header and header["piece"] is not None and not (
+            isinstance(header["piece"], list) and all(_is_int(x) for x in header["piece"])):
+        return "its piece is not a byte range"
+    was = {binding_url(u) for u in (replicas or [url])} | {binding_url(url)}
+    now = {binding_url(u) for u in urls}
+    if not was & now:
+        return f"it was written for another source ({sorted(was)[0]})"
     recorded = recorded_checksum(header)
     if checksum is not None and recorded is not None and recorded[0] == checksum.algo \
             and recorded[1] != checksum.hex:
-        return False
-    return header.get("size") is not None  # without a size the journal says nothing safe
+        return f"it was written for other content ({recorded[0]} {recorded[1]})"
+    if header.get("piece") != piece:
+        return "it describes another piece of the file"
+    return None
+
+
+def header_matches(header: object, *, url: str, size: int | None, checksum: Checksum | None) -> bool:
+    """Can a journal written with ``header`` be trusted for the file at ``url`` now (``judge_header``)?"""
+    return judge_header(header, urls=[url], size=size, checksum=checksum) is None
 
 
 class Journal:
@@ -119,6 +192,26 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def load_journal(path: str) -> tuple[JournalState | None, str | None]:
+    """``(state, None)``; ``(None, None)`` when there is no journal; ``(None, why)`` when there is
+    one that cannot be read (a symlink is not a journal of dtune's)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"it cannot be read ({exc.strerror or exc})"
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(64 << 20)
+        except OSError as exc:
+            return None, f"it cannot be read ({exc.strerror or exc})"
+    state = parse_journal(data)
+    if state is None and b"\n" not in data and (data.startswith(MAGIC.encode()) or MAGIC.encode().startswith(data)):
+        return None, None  # torn at creation (a crash, a full disk): it names no byte, as if there were none
+    return (state, None) if state is not None else (None, "it is not a readable journal")
 
 
 def read_journal(path: str) -> JournalState | None:

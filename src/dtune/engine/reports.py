@@ -17,7 +17,6 @@ asks only what ``LaneControl`` names.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from collections.abc import Callable
 from typing import Protocol
@@ -389,7 +388,7 @@ class FileReports:
         kept = f.done.total()
         if f.journal_kept(reason) and kept:
             # (the part file and its journal stay: the rerun asks only for what is missing)
-            reason += (f"; the {kept} bytes already written are kept in {os.path.basename(f.part_path)}: "
+            reason += (f"; the {kept} bytes already written are kept in {f.part_path}: "
                        f"the same command resumes there once there is space")
         f.error = reason
         self.acct.file_failed()

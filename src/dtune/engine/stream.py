@@ -37,6 +37,7 @@ from dtune import checksums
 from dtune.engine.files import FileState
 from dtune.engine.ranges import RangeSet
 from dtune.fileio import disk_error, open_nofollow, punch_hole
+from dtune.statedir import ensure
 
 CHUNK = 4 << 20   # bytes the writer reads and writes at a time: a pipe takes them in 64 KiB steps anyway
 
@@ -230,6 +231,7 @@ class StreamedFile(FileState):
             return
         flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | (os.O_TRUNC if not self.done else 0)
         try:
+            ensure(self.place.root)
             self.fd = open_nofollow(self.part_path, flags)
         except OSError as exc:
             raise disk_error(self.part_path, exc) from None

@@ -34,7 +34,7 @@ def disk_states(specs: list[FileSpec], paths: list[Path], update: bool, verify: 
     states = []
     for i, (spec, path) in enumerate(zip(specs, paths, strict=True)):
         f = FileState(i, spec, path, "all")
-        state = f.resume_state(update, verify)
+        state = f.resume_state(update, verify, move=False)
         if state == "fresh":
             state = "check" if f.if_modified_since is not None else "fetch"
         states.append(state)

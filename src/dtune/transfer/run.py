@@ -34,6 +34,7 @@ from dtune.fileio import lock_directory
 from dtune.history.lite import sqlite_path
 from dtune.history.record import save_transfer
 from dtune.loop import INTERRUPTED, stop_status
+from dtune.statedir import remove_if_empty
 from dtune.transfer import dryrun
 from dtune.transfer.driver import fetch
 from dtune.transfer.events import Clock, EventSink, summary_event
@@ -141,6 +142,7 @@ async def _run_locked(request: TransferRequest, emit: EventSink, on_progress: Pr
             result = await _list_and_fetch(request, emit, on_progress)
         ok = result.ok
     finally:
+        remove_if_empty(request.outdir)  # dtune's state directory, when nothing is left in it
         if lock is not None:
             os.close(lock)
         if not ok and made:

@@ -35,6 +35,8 @@ from support.harness import (
     tree,
 )
 
+from dtune.statedir import Place
+
 EVIL = b"EVIL: this byte string must never be written outside the output directory\n"
 GOOD = {"good.txt": b"a file that is fine\n", "%2e%2e/literal.txt": b"'%2e%2e' is a name here, not '..'\n"}
 
@@ -187,14 +189,19 @@ def test_symlinks_in_the_output_directory_are_not_followed_out(
 def test_a_symlink_named_like_a_part_or_journal_file_is_not_followed_out(
         box: Path, evil_server: hs.HostileServer, env: dict[str, str], tmp_path: Path,
         report: Report) -> None:
-    report(tried="symlinks pre-created in -o as good.bin.dtune-part (to a file outside) and "
-                 "big.bin.dtune-journal (dangling, outside), then a listing of good.bin and big.bin",
+    report(tried="symlinks pre-created in -o where good.bin's part file goes (.dtune/parts/KEY.part, and "
+                 "good.bin.dtune-part: to a file outside) and big.bin's journal (dangling, outside), then a "
+                 "listing of good.bin and big.bin",
            expected="nothing outside -o written")
     out = box / "out"
     out.mkdir()
     (box / "part-victim.txt").write_bytes(b"ORIGINAL PART\n")
     os.symlink("../part-victim.txt", out / "good.bin.dtune-part")
     os.symlink("../journal-victim", out / "big.bin.dtune-journal")
+    good, big_place = Place.of(str(out / "good.bin"), "good.bin"), Place.of(str(out / "big.bin"), "big.bin")
+    os.makedirs(good.parts_dir)
+    os.symlink("../../../part-victim.txt", good.part)
+    os.symlink("../../../journal-victim", big_place.journal)
     big = os.urandom(3 * 1024 * 1024 + 5)
     before = snapshot(box, out)
     source = listing_source("nginx-json", evil_server, tmp_path, {"good.bin": b"good bytes\n", "big.bin": big}, [])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dtune.cluster.marker import MARKER, check_marker, judge, write_marker
+import os
+
+from dtune.cluster.marker import check_marker, judge, marker_path, write_marker
 
 
 def test_judge_accepts_the_token_and_names_the_path_otherwise():
@@ -16,11 +18,11 @@ def test_judge_accepts_the_token_and_names_the_path_otherwise():
 
 def test_a_node_that_sees_the_directory_passes_and_one_whose_marker_is_gone_fails(tmp_path):
     path, token = write_marker(str(tmp_path))
-    assert path == str(tmp_path / MARKER) and len(token) == 32
+    assert path == str(tmp_path / ".dtune" / "cluster-marker") and len(token) == 32
     assert check_marker(path, token) is None
     _, second = write_marker(str(tmp_path))  # another transfer's token at the same path
     assert "another" in check_marker(path, token)
-    (tmp_path / MARKER).unlink()  # the directory this node sees lacks it: another file system
+    os.unlink(marker_path(str(tmp_path)))  # the directory this node sees lacks it: another file system
     problem = check_marker(path, second)
     assert problem is not None and path in problem and "not there" in problem
 

@@ -17,8 +17,8 @@ from dtune.checksums import Checksum
 from dtune.cluster import pieces
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.files import FileState
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.http.memory import MemoryNetwork
+from dtune.statedir import Place
 
 DATA = blob(3 * MIB + 12345)
 SIZE = len(DATA)
@@ -41,7 +41,8 @@ def test_a_piece_state_fetches_only_its_window_and_journals_beside_the_file(tmp_
     f = FileState(0, piece_spec(server, CUT, SIZE), tmp_path / "big.bin", "all")
     f.plan()
     assert list(f.unassigned) == [(CUT, SIZE)] and f.wanted == SIZE - CUT
-    assert f.journal_path == str(tmp_path / "big.bin") + JOURNAL_SUFFIX + f".{CUT}-{SIZE}"
+    assert f.journal_path == Place.of(str(tmp_path / "big.bin"), "big.bin").journal + f".{CUT}-{SIZE}"
+    assert f.journal_path.startswith(str(tmp_path / ".dtune" / "parts"))  # dtune's own directory
     f.done.add(CUT, SIZE)
     assert f.complete
 
@@ -49,30 +50,33 @@ def test_a_piece_state_fetches_only_its_window_and_journals_beside_the_file(tmp_
 def test_two_pieces_written_by_two_engines_make_one_exact_file_committed_by_the_parent(tmp_path, server):
     sha = Checksum("sha256", hashlib.sha256(DATA).hexdigest(), "test")
     final = tmp_path / "out" / "big.bin"
-    pieces.prepare(str(final), SIZE, RANGES)
+    place = Place.of(str(final), "big.bin")
+    pieces.prepare(place, SIZE, RANGES)
     first = fetch(server, tmp_path, [piece_spec(server, *RANGES[0], checksum=sha)], ONE, FAST)
     assert first.status("big.bin") == "done" and not final.exists()  # a piece is never renamed
-    assert pieces.missing(str(final), RANGES) == [RANGES[1]]
-    assert pieces.commit(spec(server, "/big.bin", checksum=sha), str(final), RANGES).status == "failed"
+    assert pieces.missing(place, RANGES) == [RANGES[1]]
+    assert pieces.commit(spec(server, "/big.bin", checksum=sha), place, RANGES).status == "failed"
     second = fetch(server, tmp_path, [piece_spec(server, *RANGES[1], checksum=sha)], ONE, FAST)
     assert second.status("big.bin") == "done"
-    got = pieces.commit(spec(server, "/big.bin", checksum=sha), str(final), RANGES)
+    got = pieces.commit(spec(server, "/big.bin", checksum=sha), place, RANGES)
     assert got.status == "done" and got.checksum.startswith("sha256")
     assert final.read_bytes() == DATA
-    assert sorted(os.listdir(final.parent)) == ["big.bin"]  # no part file, no piece journal
+    assert sorted(os.listdir(final.parent)) == [".dtune", "big.bin"]
+    assert os.listdir(final.parent / ".dtune" / "parts") == []  # no part file, no piece journal
     asked = sorted(server.asked("/big.bin"))
     assert asked[0][0] == 0 and sum(e - s for s, e in asked) == SIZE  # each byte asked once
 
 
 def test_an_interrupted_piece_resumes_from_its_journal_without_asking_its_bytes_again(tmp_path, server):
     final = tmp_path / "out" / "big.bin"
-    pieces.prepare(str(final), SIZE, RANGES)
-    part = str(final) + PART_SUFFIX
+    place = Place.of(str(final), "big.bin")
+    pieces.prepare(place, SIZE, RANGES)
+    part = place.part
     # as a worker killed mid-piece leaves it: the first 512 KiB of piece 2 written and journalled
     fd = os.open(part, os.O_RDWR)
     os.pwrite(fd, DATA[CUT:CUT + 512 * 1024], CUT)
     os.close(fd)
-    journal = str(final) + JOURNAL_SUFFIX + f".{CUT}-{SIZE}"
+    journal = place.piece_journal(f"{CUT}-{SIZE}")
     header = json.dumps({"checksum": None, "piece": [CUT, SIZE], "size": SIZE, "url": server.url("/big.bin")})
     with open(journal, "w") as fh:
         fh.write(f"dtune-journal 1 {header}\nR {CUT} {CUT + 512 * 1024}\n")
@@ -81,29 +85,29 @@ def test_an_interrupted_piece_resumes_from_its_journal_without_asking_its_bytes_
     asked = server.asked("/big.bin")
     assert min(s for s, _ in asked) == CUT + 512 * 1024 and max(e for _, e in asked) == SIZE
     fetch(server, tmp_path, [piece_spec(server, *RANGES[0])], ONE, FAST)
-    assert pieces.commit(spec(server, "/big.bin"), str(final), RANGES).status == "done"
+    assert pieces.commit(spec(server, "/big.bin"), place, RANGES).status == "done"
     assert final.read_bytes() == DATA
 
 
 def test_prepare_keeps_a_part_file_and_drops_journals_of_other_pieces(tmp_path):
-    final = tmp_path / "d" / "f.bin"
-    pieces.prepare(str(final), 100, [(0, 50), (50, 100)])
-    assert os.path.getsize(str(final) + PART_SUFFIX) == 100
-    stale = str(final) + JOURNAL_SUFFIX + ".0-30"
-    kept = str(final) + JOURNAL_SUFFIX + ".0-50"
+    place = Place.of(str(tmp_path / "d" / "f.bin"), "d/f.bin")
+    pieces.prepare(place, 100, [(0, 50), (50, 100)])
+    assert os.path.getsize(place.part) == 100
+    stale = place.piece_journal("0-30")
+    kept = place.piece_journal("0-50")
     for path in (stale, kept):
         open(path, "w").close()
-    pieces.prepare(str(final), 100, [(0, 50), (50, 100)])
+    pieces.prepare(place, 100, [(0, 50), (50, 100)])
     assert not os.path.exists(stale) and os.path.exists(kept)
 
 
 def test_a_wrong_checksum_fails_the_file_and_removes_its_bytes(tmp_path):
-    final = tmp_path / "f.bin"
-    pieces.prepare(str(final), 4, [(0, 2), (2, 4)])
+    place = Place.of(str(tmp_path / "f.bin"), "f.bin")
+    pieces.prepare(place, 4, [(0, 2), (2, 4)])
     for s, e in [(0, 2), (2, 4)]:
-        with open(str(final) + JOURNAL_SUFFIX + f".{s}-{e}", "w") as fh:
+        with open(place.piece_journal(f"{s}-{e}"), "w") as fh:
             fh.write(f"dtune-journal 1 {json.dumps({'piece': [s, e], 'size': 4, 'url': 'u'})}\nR {s} {e}\n")
     bad = FileSpec("http://x/f.bin", "f.bin", 4, checksum=Checksum("sha256", "00" * 32, "test"))
-    got = pieces.commit(bad, str(final), [(0, 2), (2, 4)])
+    got = pieces.commit(bad, place, [(0, 2), (2, 4)])
     assert got.status == "failed" and "sha-256 mismatch" in got.error.lower().replace("sha256", "sha-256")
-    assert os.listdir(tmp_path) == []
+    assert os.listdir(tmp_path / ".dtune" / "parts") == []  # no part file, no piece journal left

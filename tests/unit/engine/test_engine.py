@@ -29,6 +29,8 @@ from support.engine import (
     assert_exact,
     blob,
     fetch,
+    journal_file,
+    part_file,
     pipelined,
     prove_pipelining,
     spec,
@@ -38,7 +40,6 @@ from support.fakeserver import FakeServer, Rule
 from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, reports
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.http.memory import MemoryNetwork
 from dtune.params import Params
 
@@ -369,7 +370,7 @@ def test_a_wrong_content_range_every_time_fails_the_file_with_one_line_naming_it
     assert "shift.bin" in error and "Content-Range" in error and "\n" not in error
     assert server.asked("/shift.bin").count((256 * KIB, 512 * KIB)) == opts.retries + 1
     assert not (run.out / "shift.bin").exists()
-    part = (run.out / ("shift.bin" + PART_SUFFIX)).read_bytes()
+    part = part_file(run.out, "shift.bin").read_bytes()
     assert part[:256 * KIB] == data[:256 * KIB]                  # the good range is kept
     assert part[256 * KIB:512 * KIB] == bytes(256 * KIB)         # the shifted bytes never landed
 
@@ -433,7 +434,7 @@ def test_a_body_truncated_every_time_fails_the_file_and_leaves_no_final_file(
     # attempts without progress follow, then the file fails
     stuck = [r for r in server.gets("/cut.bin") if r.asked(300 * KIB)[0] == 123_456]
     assert len(stuck) == ONE_RETRY.retries
-    part = (run.out / ("cut.bin" + PART_SUFFIX)).read_bytes()      # kept for a later resume
+    part = part_file(run.out, "cut.bin").read_bytes()      # kept for a later resume
     assert part[:123_456] == server.files["/cut.bin"][:123_456]
 
 
@@ -613,10 +614,10 @@ def test_resume_state_skips_complete_files_and_journal_resume_asks_only_missing_
     out = tmp_path / "out"
     out.mkdir()
     (out / "done.bin").write_bytes(server.files["/done.bin"])
-    (out / ("r.bin" + PART_SUFFIX)).write_bytes(data[:300 * KIB] + bytes(len(data) - 300 * KIB))
+    part_file(out, "r.bin", make=True).write_bytes(data[:300 * KIB] + bytes(len(data) - 300 * KIB))
     import json
     header = json.dumps({"etag": None, "sha256": None, "size": len(data), "url": server.url("/r.bin")})
-    (out / ("r.bin" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {300 * KIB}\nR 300")
+    journal_file(out, "r.bin", make=True).write_text(f"dtune-journal 1 {header}\nR 0 {300 * KIB}\nR 300")
     run = fetch(server, tmp_path, [spec(server, "/r.bin"), spec(server, "/done.bin")], Params(1, 2, 2))
     assert run.result.ok
     assert [f.status for f in run.result.files] == ["done", "kept"]
@@ -633,10 +634,10 @@ def test_a_file_changed_on_the_server_since_the_journal_is_started_over(
     out = tmp_path / "out"
     out.mkdir()
     stale = os.urandom(len(data))
-    (out / ("changed.bin" + PART_SUFFIX)).write_bytes(stale)
+    part_file(out, "changed.bin", make=True).write_bytes(stale)
     import json
-    header = json.dumps({"etag": '"an-old-etag"', "sha256": None, "size": len(data), "url": "x"})
-    (out / ("changed.bin" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {400 * KIB}\n")
+    header = json.dumps({"etag": '"an-old-etag"', "sha256": None, "size": len(data), "url": server.url("/changed.bin")})
+    journal_file(out, "changed.bin", make=True).write_text(f"dtune-journal 1 {header}\nR 0 {400 * KIB}\n")
     run = fetch(server, tmp_path, [spec(server, "/changed.bin")], Params(1, 1, 1))
     assert run.result.ok, run.result.failed
     assert_exact(run, server, "/changed.bin")
@@ -649,11 +650,11 @@ def test_a_file_whose_last_modified_moved_since_the_journal_is_started_over(
     data = server.files["/dated.bin"] = blob(600 * KIB)
     out = tmp_path / "out"
     out.mkdir()
-    (out / ("dated.bin" + PART_SUFFIX)).write_bytes(os.urandom(len(data)))
+    part_file(out, "dated.bin", make=True).write_bytes(os.urandom(len(data)))
     import json
     header = json.dumps({"last_modified": "Sun, 01 Jan 2023 00:00:00 GMT", "strong_date": True,
-                         "sha256": None, "size": len(data), "url": "x"})
-    (out / ("dated.bin" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {400 * KIB}\n")
+                         "sha256": None, "size": len(data), "url": server.url("/dated.bin")})
+    journal_file(out, "dated.bin", make=True).write_text(f"dtune-journal 1 {header}\nR 0 {400 * KIB}\n")
     run = fetch(server, tmp_path, [spec(server, "/dated.bin")], Params(1, 1, 1))
     assert run.result.ok, run.result.failed
     assert_exact(run, server, "/dated.bin")

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.engine import FAST, KIB, blob, fetch, spec
+from support.engine import FAST, KIB, blob, fetch, journal_file, part_file, spec
 from support.fakeserver import FakeServer, Rule
 
 from dtune import checksums
 from dtune.checksums import Checksum
 from dtune.dataset import FileSpec
 from dtune.engine.files import FileState
-from dtune.engine.journal import JOURNAL_SUFFIX, MAGIC, PART_SUFFIX, read_journal
+from dtune.engine.journal import MAGIC, read_journal
 from dtune.http.memory import MemoryNetwork
 from dtune.params import Params
 
@@ -72,7 +72,7 @@ def test_crc32c_without_its_package_fails_the_file_clearly_and_keeps_its_bytes(
     reason = run.error("c.bin")
     assert run.status("c.bin") == "failed"
     assert "crc32c checksum from url list cannot be checked" in reason and "pip install crc32c" in reason
-    assert (run.out / ("c.bin" + PART_SUFFIX)).read_bytes() == data  # the bytes are not thrown away
+    assert part_file(run.out, "c.bin").read_bytes() == data  # the bytes are not thrown away
     monkeypatch.delitem(sys.modules, "crc32c")
     again = fetch(server, tmp_path, [spec(server, "/c.bin", checksum=want)], Params(1, 2, 2))
     assert again.status("c.bin") == "done" and (again.out / "c.bin").read_bytes() == data
@@ -85,9 +85,9 @@ def test_journal_header_stores_algo_hex_and_an_old_sha256_header_still_resumes(
     out = tmp_path / "out"
     out.mkdir()
     half = len(data) // 2
-    (out / ("r.bin" + PART_SUFFIX)).write_bytes(data[:half] + bytes(len(data) - half))
+    part_file(out, "r.bin", make=True).write_bytes(data[:half] + bytes(len(data) - half))
     old = {"etag": None, "sha256": sha, "size": len(data), "url": server.url("/r.bin")}  # an older dtune's
-    (out / ("r.bin" + JOURNAL_SUFFIX)).write_text(f"{MAGIC}{json.dumps(old)}\nR 0 {half}\n")
+    journal_file(out, "r.bin", make=True).write_text(f"{MAGIC}{json.dumps(old)}\nR 0 {half}\n")
     run = fetch(server, tmp_path, [spec(server, "/r.bin", checksum=Checksum("sha256", sha, "metalink"))])
     assert run.status("r.bin") == "done" and (out / "r.bin").read_bytes() == data
     assert sum(e - s for s, e in server.asked("/r.bin")) == len(data) - half  # resumed, not started over

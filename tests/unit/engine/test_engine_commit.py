@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.engine import FAST, MIB, blob
+from support.engine import FAST, MIB, blob, journal_file, part_file
 from support.fakeserver import FakeServer
 
 from dtune.dataset import FileSpec
@@ -65,7 +65,7 @@ def test_a_stop_during_a_commit_waits_for_the_batch_and_leaves_its_files_committ
     assert held
     for rel in held:                                           # the held batch: verified and renamed
         assert (out / rel).read_bytes() == files["/" + rel]
-        assert not (out / (rel + ".dtune-part")).exists() and not (out / (rel + ".dtune-journal")).exists()
+        assert not part_file(out, rel).exists() and not journal_file(out, rel).exists()
     for path, data in files.items():                          # the rest: in place and exact, or not at all
         final = out / path[1:]
         assert not final.exists() or final.read_bytes() == data

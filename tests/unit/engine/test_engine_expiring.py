@@ -14,12 +14,11 @@ import random
 from pathlib import Path
 
 import pytest
-from support.engine import FAST, Run, fetch
+from support.engine import FAST, Run, fetch, journal_file, part_file
 from support.fakeserver import ExpiringLinks, FakeServer, Rule, etag, spans_overlap
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine
-from dtune.engine.journal import JOURNAL_SUFFIX, PART_SUFFIX
 from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
@@ -213,10 +212,10 @@ def test_a_rerun_resumes_through_a_fresh_link_asking_only_the_missing_bytes(
     data = archive.files["/granule.nc"] = blob(2 * MIB)
     out = tmp_path / "out"
     out.mkdir()
-    (out / ("granule.nc" + PART_SUFFIX)).write_bytes(data[:700 * KIB] + bytes(len(data) - 700 * KIB))
+    part_file(out, "granule.nc", make=True).write_bytes(data[:700 * KIB] + bytes(len(data) - 700 * KIB))
     header = json.dumps({"etag": etag(data), "sha256": None, "size": len(data),
                          "url": archive.link("/granule.nc")})
-    (out / ("granule.nc" + JOURNAL_SUFFIX)).write_text(f"dtune-journal 1 {header}\nR 0 {700 * KIB}\n")
+    journal_file(out, "granule.nc", make=True).write_text(f"dtune-journal 1 {header}\nR 0 {700 * KIB}\n")
     run = fetch(archive, tmp_path, [linked(archive, "/granule.nc")], Params(1, 2, 2))
     assert run.result.ok, run.result.failed
     assert (run.out / "granule.nc").read_bytes() == data

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.engine import FAST, KIB, blob, pipelined
+from support.engine import FAST, KIB, blob, part_file, pipelined
 from support.fakeserver import FakeServer, Rule, spans_overlap
 
 from dtune.checksums import Checksum
@@ -100,7 +100,7 @@ def stream_run(tmp_path: Path, server: FakeServer, path: str, *, params: Params 
                     checksum=checksum, ranges=sized)
     stream = Stream(write_end, WINDOW)
     ahead = [0, 0]   # bytes in flight past what was written; bytes the part file holds on disk
-    part = tmp_path / (spec.relpath + ".dtune-part")
+    part = part_file(tmp_path, spec.relpath)
 
     async def main():
         engine = Engine([spec], [tmp_path / spec.relpath], params, options=OPTIONS, connect=server.connect,
@@ -145,7 +145,7 @@ def test_a_file_on_four_lanes_arrives_in_order_within_the_window(tmp_path: Path,
     assert 0 < ahead[0] <= WINDOW, ahead
     # what was written is punched out of the part file: it holds the window (and a chunk being written)
     assert 0 < ahead[1] <= 2 * WINDOW + 16 * KIB, ahead
-    assert list(tmp_path.iterdir()) == []    # the part file is removed, never renamed into place
+    assert [p for p in tmp_path.rglob("*") if not p.is_dir()] == []  # the part file is removed, never renamed
 
 
 @pytest.mark.parametrize("rule", [

@@ -78,7 +78,7 @@ SHA = "ab" * 32
 def test_header_matches_only_when_size_and_digest_agree(header, size, sha256, trusted) -> None:
     """Journals of older dtune versions (``"sha256": HEX``) and this one's (``"checksum": "sha256:HEX"``)."""
     checksum = Checksum("sha256", sha256, "test") if sha256 else None
-    assert header_matches(header, url="http://h/f", size=size, checksum=checksum) is trusted
+    assert header_matches({"url": "http://h/f", **header}, url="http://h/f", size=size, checksum=checksum) is trusted
 
 
 @pytest.mark.parametrize(("recorded", "now", "trusted"), [
@@ -87,7 +87,7 @@ def test_header_matches_only_when_size_and_digest_agree(header, size, sha256, tr
     ("md5:" + "11" * 16, Checksum("sha512", "33" * 64, "x"), True),   # cannot compare: the bytes decide
 ])
 def test_header_matches_compares_digests_of_one_algorithm_only(recorded, now, trusted) -> None:
-    assert header_matches({"size": 5, "checksum": recorded}, url="u", size=5, checksum=now) is trusted
+    assert header_matches({"size": 5, "checksum": recorded, "url": "u"}, url="u", size=5, checksum=now) is trusted
 
 
 # -- Journal on disk ---------------------------------------------------------------------------------
