@@ -22,7 +22,8 @@ MAX_OPEN_FILES = 1 << 20    # the most descriptors dtune asks for when the hard 
 def disk_error(path: str, exc: OSError) -> DiskError:
     """A ``DiskError`` naming ``path`` and the reason in words (ENOSPC → "no space left on device")."""
     reason = {errno.ENOSPC: "no space left on device", errno.EROFS: "read-only file system",
-              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded"}.get(
+              errno.EACCES: "permission denied", errno.EDQUOT: "disk quota exceeded",
+              errno.EFBIG: "file too large for this file system"}.get(
                   exc.errno or 0, exc.strerror or str(exc))
     return DiskError(f"{path}: {reason}")
 

@@ -389,8 +389,10 @@ class FileState:
                 start, length = (self.piece.start, self.piece.size) if self.piece else (0, self.size)
                 try:
                     os.posix_fallocate(self.fd, start, length)
+                except OverflowError:  # (beyond what an offset of this platform can name)
+                    raise OSError(errno.EFBIG, f"{length} bytes is beyond what this platform can hold") from None
                 except OSError as exc:
-                    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                         raise
                     # file systems without fallocate (e.g. some FUSE): grow as we write
             if self.size is not None and self.size > 0 and self.journaled:

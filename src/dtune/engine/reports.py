@@ -386,7 +386,9 @@ class FileReports:
         f.sync()
         f.close_files()
         kept = f.done.total()
-        if f.journal_kept(reason) and kept:
+        if not kept and f.piece is None:  # (nothing to resume: no empty part is left in DIR/.dtune)
+            f.remove_working_files()
+        elif f.journal_kept(reason):
             # (the part file and its journal stay: the rerun asks only for what is missing)
             reason += (f"; the {kept} bytes already written are kept in {f.part_path}: "
                        f"the same command resumes there once there is space")

@@ -102,6 +102,25 @@ def routed(kind: str, behaviour: hs.Behaviour | None, data: bytes = SMALL, *, na
     return build
 
 
+HUGE = 1 << 62
+
+
+def beyond_the_file_system(world: World, tmp: Path) -> Setup:
+    """A listing that says a file is 4 EiB: dtune must say the file system cannot hold it, at once,
+    and leave nothing behind (not even an empty part file in DIR/.dtune)."""
+    prefix = f"/{tmp.name}/"
+    srv = world.hostile
+    srv.files[prefix + "f.bin"] = bytes(64 << 20)  # (enough for any first range dtune asks of a huge file)
+    srv.route(prefix + "f.bin", hs.content_range(lambda s, e, n: (s, e, f"bytes {s}-{e - 1}/{HUGE}")))
+    srv.pages[prefix] = hs.manifest([{"path": "f.bin", "size": HUGE}], prefix)
+
+    def nothing_left(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
+        for out in (tmp / "out", tmp / "out-plain"):
+            assert not (out / ".dtune").exists(), sorted(p.name for p in out.rglob("*"))
+
+    return Setup([srv.url(prefix)], "f.bin", SMALL, prefix + "f.bin", check=nothing_left)
+
+
 # ---- checks beyond the verdict --------------------------------------------------------------------
 def waited_at_least(seconds: float) -> Check:
     def check(outcome: Outcome, asked: list[hs.Request], runs: int) -> None:
@@ -315,6 +334,9 @@ CASES = [
          routed("urls", hs.raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3e8\r\n" + SMALL[:1000]
                                + b"\r\n"), check=asked_times(2)),
          words=("ended", "connection"), within=30),
+    Case("size-beyond-the-file-system", "a dtune manifest listing a file of 2^62 bytes (4 EiB, beyond what the "
+         "file system can hold), whose answers say the same", "fail", beyond_the_file_system,
+         words=("too large",), within=30),
 ]
 
 
