@@ -274,7 +274,7 @@ def module_of(path: str) -> str:
     p = path.replace("\\", "/")
     if p.startswith("<"):
         return p
-    m = re.search(r"(?:site-packages|python3\.\d+|/src)/(.*)$", p)
+    m = re.search(r".*(?:site-packages|python3\.\d+|/src)/(.*)$", p)   # (greedy: the last such part)
     rel = m.group(1) if m else p.lstrip("/")
     return rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
