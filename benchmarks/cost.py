@@ -279,11 +279,14 @@ def module_of(path: str) -> str:
     return rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
-# stage of a sample: the deepest dtune frame's module (and for a few, the function) decides
+# stage of a sample: the deepest dtune frame named here (function, without its class) decides; a sample
+# with none of these goes by the deepest dtune frame's module
 FUNC_STAGE = {
     ("dtune.engine.request", "_write"): "write", ("dtune.engine.request", "on_body"): "write",
-    ("dtune.engine.request", "_open"): "write", ("dtune.engine.files", "open_for_write"): "write",
+    ("dtune.engine.request", "_open"): "create", ("dtune.engine.files", "open_for_write"): "create",
+    ("dtune.engine.files", "write_back"): "write-back",
     ("dtune.engine.request", "save_progress"): "journal", ("dtune.engine.files", "record"): "journal",
+    ("dtune.fileio", "digest_fd"): "verify",
     ("dtune.engine.files", "verify"): "verify", ("dtune.engine.files", "_check_digest"): "verify",
     ("dtune.engine.files", "finish"): "commit", ("dtune.engine.files", "commit_batch"): "commit",
     ("dtune.engine.files", "sync"): "commit", ("dtune.engine.files", "close_files"): "commit",
@@ -308,14 +311,19 @@ MODULE_STAGE = (   # (module prefix, stage), first match wins
 )
 
 
+def _bare(func: str) -> str:
+    """py-spy names a method by its qualified name (``RangeJob._write``): the part after the class."""
+    return func.rsplit(".", 1)[-1]
+
+
 def stage_of(frames: list[tuple[str, str]]) -> str:
     if any("importlib._bootstrap" in mod for mod, _ in frames):
         return "start-up (imports)"
     for mod, func in reversed(frames):
-        if func == "digest_fd" or (mod == "dtune.fileio" and "digest" in func):
-            return "verify"
-        if (mod, func) in FUNC_STAGE:
-            return FUNC_STAGE[mod, func]
+        stage = FUNC_STAGE.get((mod, _bare(func)))
+        if stage is not None:
+            return stage
+    for mod, _ in reversed(frames):
         if mod.startswith("dtune."):
             for prefix, stage in MODULE_STAGE:
                 if mod.startswith(prefix):
@@ -343,10 +351,13 @@ def idle(frames: list[tuple[str, str]]) -> bool:
 
 # wall split of the one-file run: main-thread stages, worker stages
 MAIN_SPLIT = {"start-up (imports)": "start-up (imports)", "listing": "listing + plan", "plan": "listing + plan",
-              "response": "HTTP parse (Python)", "request": "requests + scheduler", "write": "write (pwrite)",
+              "response": "HTTP parse (Python)", "create": "create (open part file)", "request": "requests + scheduler", "write": "write (pwrite)",
               "tuner": "tuner", "journal": "journal", "events": "events + ticks", "history": "history",
               "event loop": "in loop C code (epoll wait + recv)"}
-WORKER_SPLIT = {"verify": "hash (sha256, worker)", "commit": "fsync + rename (worker)"}
+WORKER_SPLIT = {"verify": "hash (sha256, worker)", "commit": "fsync + rename (worker)",
+                "write-back": "write-back (sync_file_range, worker, during the download)"}
+# the worker stages the main thread waits for (after the last byte); write-back runs beside the download
+SERIAL = ("verify", "commit")
 
 
 def split_large(prof: dict) -> dict[str, float]:
@@ -364,7 +375,7 @@ def split_large(prof: dict) -> dict[str, float]:
     split: dict[str, float] = Counter()
     for stage, n in per_thread[main].items():
         split[MAIN_SPLIT.get(stage, "engine other")] += n * per_sample
-    worker_busy = 0.0
+    waited = 0.0
     for tid, counts in per_thread.items():
         if tid == main:
             continue
@@ -373,10 +384,12 @@ def split_large(prof: dict) -> dict[str, float]:
                 continue
             name = WORKER_SPLIT.get(stage, "other worker work")
             split[name] += n * per_sample
-            worker_busy += n * per_sample
+            if stage in SERIAL:
+                waited += n * per_sample
     loop_c = "in loop C code (epoll wait + recv)"
     # the main loop sleeps in epoll while the worker hashes and fsyncs: that time is the worker's
-    split[loop_c] = max(0.0, split.get(loop_c, 0.0) - worker_busy)
+    split[loop_c] = max(0.0, split.get(loop_c, 0.0) - waited)
+    split["(main waits for hash + fsync)"] = waited
     return dict(split)
 
 
@@ -511,6 +524,12 @@ def main(argv: list[str] | None = None) -> int:
             if prof["raw"].exists() and (out / "big.bin").is_file():
                 s = split_large(prof)
                 s.update(sched_summary(prof))
+                # epoll sleep = the main thread's sleep outside the wait for the worker; the rest of
+                # the loop's C time ran on a CPU (recv, uvloop's dispatch)
+                sleep = max(0.0, s["main sleeping"] - s["(main waits for hash + fsync)"])
+                loop_c = s.get("in loop C code (epoll wait + recv)", 0.0)
+                s["  of which epoll sleep (derived)"] = min(sleep, loop_c)
+                s["  of which recv + loop on CPU (derived)"] = max(0.0, loop_c - sleep)
                 splits.append({"round": rnd, "wall": prof["wall"], **s})
             else:
                 print(f"cost: profiled large run {rnd} failed: {prof['stderr'][-300:]}", file=sys.stderr)
@@ -569,11 +588,33 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
         trs.append([label[tool], f"{len(wall)}/{args.rounds}", f"{med(list(wall.values())):.2f}",
                     spread(list(wall.values())), f"{med(list(cpu.values())):.2f}",
                     f"{med(ratios):.2f} ({spread(ratios)})" if ratios else "—"])
+    # curl + fsync alone (no hash: it verifies nothing), from the same runs' steps
+    bad = {r["round"] for r in rows if r["dataset"] == "large" and r["tool"] == "curl" and not r["ok"]}
+    nohash: dict[int, float] = defaultdict(float)
+    nohash_cpu: dict[int, float] = defaultdict(float)
+    for r in rows:
+        if r["dataset"] == "large" and r["tool"] == "curl" and r["step"] != "sha256sum" and r["round"] not in bad:
+            nohash[r["round"]] += r["seconds"]
+            nohash_cpu[r["round"]] += r["cpu_seconds"]
+    dwall = total("large", "dtune", "seconds")
+    ratios = [dwall[r] / nohash[r] for r in dwall if r in nohash]
+    trs.append(["curl + sync FILE (no hash: verifies nothing)", f"{len(nohash)}/{args.rounds}",
+                f"{med(list(nohash.values())):.2f}", spread(list(nohash.values())),
+                f"{med(list(nohash_cpu.values())):.2f}",
+                f"dtune / this: {med(ratios):.2f} ({spread(ratios)})" if ratios else "—"])
+    loads = [r["load1"] for r in rows]
+    print(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) on {os.cpu_count()} CPUs")
+    texts.append(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) "
+                 f"on {os.cpu_count()} CPUs")
     texts.append(table(f"Byte path: {args.size_mib} MiB from nginx on 127.0.0.1, {args.rounds} interleaved rounds",
                        ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "/ curl+fsync+hash per round"],
                        trs))
     if splits:
-        keys = sorted({k for s in splits for k in s} - {"round", "wall"}, key=lambda k: (k.startswith(("main", "other threads")), -med([s.get(k, 0.0) for s in splits])))
+        def group(k: str) -> int:
+            return 2 if k.startswith(("main", "other threads")) else 1 if k.startswith(("(", " ")) else 0
+
+        keys = sorted({k for s in splits for k in s} - {"round", "wall"},
+                      key=lambda k: (group(k), k.startswith(" "), -med([s.get(k, 0.0) for s in splits])))
         srows = [[k, f"{med([s.get(k, 0.0) for s in splits]):.2f}", spread([s.get(k, 0.0) for s in splits])]
                  for k in keys]
         srows.append(["wall of the profiled run", f"{med([s['wall'] for s in splits]):.2f}",
@@ -635,7 +676,7 @@ def plot(out: Path, args, rows, splits, perfiles, tools, total) -> None:  # noqa
     ax = axes[1]
     if splits:
         keys = [k for k in sorted({k for s in splits for k in s} - {"round", "wall"})
-                if not k.startswith(("main ", "other threads"))]
+                if not k.startswith(("main ", "other threads", "(", " "))]
         bottom = 0.0
         for i, k in enumerate(keys):
             v = med([s.get(k, 0.0) for s in splits])

@@ -30,6 +30,13 @@ LOOP = [("runpy", "_run_code"), ("dtune.cli", "main"), ("dtune.loop", "run_async
     ([], "event loop"),                                                     # uvloop in C: epoll or recv
     ([("dtune.http.connection", "data_received"), ("dtune.engine.request", "on_body"),
       ("dtune.engine.request", "_write")], "write"),
+    ([("dtune.http.connection", "Connection.data_received"), ("dtune.http.connection", "Connection.on_body"),
+      ("dtune.engine.request", "RangeJob.on_body"), ("dtune.engine.request", "RangeJob._write"),
+      ("dtune.engine.files", "FileState.record"), ("dtune.engine.ranges", "RangeSet.add")], "journal"),
+    ([("dtune.engine.request", "RangeJob._accept_full"), ("dtune.engine.request", "RangeJob._open"),
+      ("dtune.engine.files", "FileState.open_for_write"), ("dtune.fileio", "open_nofollow")], "create"),
+    ([("dtune.engine.ticker", "Ticker.run.<locals>.<lambda>"), ("dtune.engine.files", "FileState.write_back"),
+      ("dtune.fileio", "start_writeback")], "write-back"),
     ([("dtune.http.connection", "data_received"), ("dtune.http.connection", "on_headers_complete")], "response"),
     ([("dtune.engine.scheduler", "next_range")], "request"),
     ([("dtune.engine.journal", "save")], "journal"),
@@ -38,6 +45,7 @@ LOOP = [("runpy", "_run_code"), ("dtune.cli", "main"), ("dtune.loop", "run_async
     ([("dtune.discovery.nginx", "parse")], "listing"),
     ([("dtune.engine.files", "verify"), ("dtune.fileio", "digest_fd")], "verify"),
     ([("dtune.engine.files", "commit_batch")], "commit"),
+    ([("dtune.engine.files", "commit_batch"), ("dtune.engine.files", "FileState.finish")], "commit"),
     ([("dtune.engine.core", "_x"), ("<frozen importlib._bootstrap>", "_find_and_load")], "start-up (imports)"),
 ])
 def test_stage_of_goes_by_the_deepest_dtune_frame(cost, tail, stage):
