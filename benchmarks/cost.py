@@ -675,8 +675,10 @@ def plot(out: Path, args, rows, splits, perfiles, tools, total) -> None:  # noqa
     ax.legend()
     ax = axes[1]
     if splits:
+        # the serial stages only (write-back runs beside the download), each at least 10 ms
         keys = [k for k in sorted({k for s in splits for k in s} - {"round", "wall"})
-                if not k.startswith(("main ", "other threads", "(", " "))]
+                if not k.startswith(("main ", "other threads", "(", " ", "write-back", "other worker"))
+                and med([s.get(k, 0.0) for s in splits]) >= 0.01]
         bottom = 0.0
         for i, k in enumerate(keys):
             v = med([s.get(k, 0.0) for s in splits])
@@ -689,7 +691,9 @@ def plot(out: Path, args, rows, splits, perfiles, tools, total) -> None:  # noqa
             ax.bar(1, v, 0.5, bottom=bottom, label=k, color=f"C{(i + 5) % 10}", hatch="//")
             bottom += v
         ax.set_xticks([0, 1], ["py-spy stages", "main thread (kernel)"])
-        ax.legend(fontsize=6)
+        ax.set_xlim(-0.5, 3.2)
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=7, loc="upper right")
         ax.set_title("dtune's wall time, median of profiled runs")
     ax = axes[2]
     if perfiles:
