@@ -580,11 +580,11 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
     texts = []
     label = {"dtune": "dtune get --checksum (verify, fsync)", "curl": "curl + sync FILE + sha256sum",
              "aria2c": "aria2c -x16 --checksum + sync FILE"}
-    base_wall = total("large", "curl", "seconds")
+    dtune_wall = total("large", "dtune", "seconds")
     trs = []
     for tool in tools:
         wall, cpu = total("large", tool, "seconds"), total("large", tool, "cpu_seconds")
-        ratios = [wall[r] / base_wall[r] for r in wall if r in base_wall]
+        ratios = [dtune_wall[r] / wall[r] for r in wall if r in dtune_wall] if tool != "dtune" else []
         trs.append([label[tool], f"{len(wall)}/{args.rounds}", f"{med(list(wall.values())):.2f}",
                     spread(list(wall.values())), f"{med(list(cpu.values())):.2f}",
                     f"{med(ratios):.2f} ({spread(ratios)})" if ratios else "—"])
@@ -596,18 +596,17 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
         if r["dataset"] == "large" and r["tool"] == "curl" and r["step"] != "sha256sum" and r["round"] not in bad:
             nohash[r["round"]] += r["seconds"]
             nohash_cpu[r["round"]] += r["cpu_seconds"]
-    dwall = total("large", "dtune", "seconds")
-    ratios = [dwall[r] / nohash[r] for r in dwall if r in nohash]
+    ratios = [dtune_wall[r] / nohash[r] for r in dtune_wall if r in nohash]
     trs.append(["curl + sync FILE (no hash: verifies nothing)", f"{len(nohash)}/{args.rounds}",
                 f"{med(list(nohash.values())):.2f}", spread(list(nohash.values())),
                 f"{med(list(nohash_cpu.values())):.2f}",
-                f"dtune / this: {med(ratios):.2f} ({spread(ratios)})" if ratios else "—"])
+                f"{med(ratios):.2f} ({spread(ratios)})" if ratios else "—"])
     loads = [r["load1"] for r in rows]
     print(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) on {os.cpu_count()} CPUs")
     texts.append(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) "
                  f"on {os.cpu_count()} CPUs")
     texts.append(table(f"Byte path: {args.size_mib} MiB from nginx on 127.0.0.1, {args.rounds} interleaved rounds",
-                       ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "/ curl+fsync+hash per round"],
+                       ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "dtune / this, per round"],
                        trs))
     if splits:
         def group(k: str) -> int:
