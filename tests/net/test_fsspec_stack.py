@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import child_env
+from support.history import history_sources
 from support.realservers import Apache, DtuneServe, Nginx, Unavailable, make_tls_files, public_dir
 
 import dtune
@@ -124,14 +124,6 @@ def _fresh_filesystems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Itera
     fsspec.filesystem("dtune").clear_instance_cache()
     yield
     fsspec.filesystem("dtune").clear_instance_cache()
-
-
-def history_sources() -> list[str]:
-    db = os.environ["DTUNE_HISTORY"].removeprefix("sqlite:///")
-    if not Path(db).exists():
-        return []
-    with sqlite3.connect(db) as con:
-        return [row[0] for row in con.execute("SELECT source FROM transfers ORDER BY id")]
 
 
 # -- xarray, zarr, h5netcdf ------------------------------------------------------------------------

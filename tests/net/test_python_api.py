@@ -15,7 +15,6 @@ import random
 import re
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tomllib
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import child_env
+from support.history import history_sources
 from support.realservers import DtuneServe, Nginx, Unavailable, public_dir
 
 import dtune
@@ -86,14 +86,6 @@ def fs_dtune() -> Iterator[None]:
         fsspec.register_implementation("dtune", "dtune.fsspec.DtuneFileSystem", clobber=True)
     yield
     fsspec.filesystem("dtune").clear_instance_cache()
-
-
-def history_sources() -> list[str]:
-    db = os.environ["DTUNE_HISTORY"].removeprefix("sqlite:///")
-    if not Path(db).exists():
-        return []
-    with sqlite3.connect(db) as con:
-        return [row[0] for row in con.execute("SELECT source FROM transfers ORDER BY id")]
 
 
 def read_tree(root: Path) -> dict[str, bytes]:

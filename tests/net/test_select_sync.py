@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import child_env
-from support.realservers import DtuneServe, Nginx, PythonHttpServer, Unavailable, public_dir
+from support.realservers import DtuneServe, Nginx, PythonHttpServer, Unavailable, nginx_serving, public_dir
 
 TREE = {
     "a.nc": b"a" * 100, "b.txt": b"b" * 200, "tmp/t.nc": b"t" * 300, "tmp/deep/u.nc": b"u" * 400,
@@ -57,18 +57,7 @@ def _served(prefix: str) -> Path:
 @pytest.fixture
 def nginx() -> Iterator[Nginx]:
     """nginx (autoindex JSON: sizes and mtimes) on a fresh copy of TREE; its access log per test."""
-    root = _served("dtune-test-select-")
-    try:
-        try:
-            server = Nginx(root).start()
-        except Unavailable as exc:
-            pytest.skip(f"nginx not available: {exc}")
-        try:
-            yield server
-        finally:
-            server.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    yield from nginx_serving(_served("dtune-test-select-"))
 
 
 def _files_asked(server: Nginx, since: int = 0) -> list[str]:

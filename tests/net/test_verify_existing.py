@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import child_env
-from support.realservers import DtuneServe, Nginx, Unavailable, public_dir
+from support.realservers import DtuneServe, Nginx, Unavailable, nginx_serving, public_dir
 
 TREE = {"a.nc": b"a" * 3000, "sub/b.nc": b"b" * 5000, "c.txt": b"c" * 700}
 SUMMED = ("a.nc", "sub/b.nc")  # c.txt has no published checksum
@@ -55,18 +55,7 @@ def _spoil(path: Path) -> None:
 
 @pytest.fixture
 def nginx():
-    root = _tree("dtune-test-verify-")
-    try:
-        try:
-            server = Nginx(root).start()
-        except Unavailable as exc:
-            pytest.skip(f"nginx not available: {exc}")
-        try:
-            yield server
-        finally:
-            server.stop()
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    yield from nginx_serving(_tree("dtune-test-verify-"))
 
 
 def _fetched(server: Nginx, since: int) -> list[str]:

@@ -1,6 +1,10 @@
-"""A complete history row for the history tests."""
+"""A complete history row for the history tests, and the rows a test run wrote."""
 
 from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
 
 from dtune.history.row import TransferRecord
 
@@ -15,3 +19,12 @@ def make_record(**changes) -> TransferRecord:
                   bytes=25_000_000, files_ok=250, files_failed=0, retries=0, exit_status=0)
     values.update(changes)
     return TransferRecord(**values)
+
+
+def history_sources() -> list[str]:
+    """The source of every row of the SQLite history ``DTUNE_HISTORY`` names, oldest first."""
+    db = os.environ["DTUNE_HISTORY"].removeprefix("sqlite:///")
+    if not Path(db).exists():
+        return []
+    with sqlite3.connect(db) as con:
+        return [row[0] for row in con.execute("SELECT source FROM transfers ORDER BY id")]

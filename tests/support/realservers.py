@@ -704,3 +704,20 @@ def make_tls_files(directory: Path, *, tool: str = "auto") -> TlsFiles:
     for name in ("key.pem", "other.key"):
         (d / name).chmod(0o600)
     return TlsFiles(d, d / "ca.pem", d / "cert.pem", d / "key.pem", d / "other.key", tool)
+
+
+def nginx_serving(root: Path):
+    """A generator for a fixture: nginx on ``root`` (skipped where nginx is missing), stopped and
+    ``root`` removed at the end."""
+    try:
+        try:
+            server = Nginx(root).start()
+        except Unavailable as exc:
+            import pytest  # (only where a fixture runs this)
+            pytest.skip(f"nginx not available: {exc}")
+        try:
+            yield server
+        finally:
+            server.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
