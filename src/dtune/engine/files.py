@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dtune import checksums
 from dtune.dataset import FileSpec
+from dtune.engine.hashahead import HashAhead
 from dtune.engine.journal import Journal, judge_header, load_journal, source_header
 from dtune.engine.ranges import RangeSet
 from dtune.errors import DiskError, DtuneError, HTTPError
@@ -135,6 +136,7 @@ class FileState:
         self.status = "queued"
         self.error: str | None = None
         self.done = RangeSet()              # bytes on disk (journalled)
+        self.ahead: HashAhead | None = None  # the checksum's digest of the settled prefix (hashahead)
         self.unassigned: RangeSet | None = None  # bytes nobody is fetching; None = size unknown
         self.in_flight = 0                  # requests out for this file
         self.lanes: dict[int, int] = {}     # lane id → requests of this file on it (p counts lanes)
@@ -211,7 +213,7 @@ class FileState:
     def stream_whole(self, job: object) -> bool:
         """The server ignores Range: ``job`` streams the whole file. True the first time."""
         first = not self.single_stream
-        self.single_stream = True
+        self.single_stream, self.ahead = True, None  # (a retry writes from byte 0 again: not hashed ahead)
         self.full_job = job
         if self.unassigned is not None:
             self.unassigned = RangeSet()
@@ -248,7 +250,7 @@ class FileState:
             rep.validators = None
         self.gen += 1
         self.close_files()
-        self.done = RangeSet()
+        self.done, self.ahead = RangeSet(), None
         self.breaks = []
         self.resumed = 0
         self.single_stream = False
@@ -402,6 +404,8 @@ class FileState:
                 if self.piece is not None:
                     header["piece"] = self._piece_header()
                 self.journal = Journal(self.journal_path, header, fresh=fresh)
+                if self.checksum and self.piece is None and not self.single_stream and checksums.available(self.checksum.algo):
+                    self.ahead = HashAhead(self.checksum.algo)
         except OSError as exc:
             self.close_files()
             raise disk_error(self.part_path, exc) from None
@@ -409,13 +413,14 @@ class FileState:
             self.close_files()
             raise
 
-    def _piece_header(self) -> list[int] | None:
-        """What a piece's journal header says of it (None for a whole file's journal)."""
+    def _piece_header(self) -> list[int] | None:  # (a piece's journal header; None for a whole file's)
         return None if self.piece is None else [self.piece.start, self.piece.end]
 
     def record(self, start: int, end: int) -> None:
         if end > start:
             self.done.add(start, end)
+            if self.ahead is not None:
+                self.ahead.poke(self.fd, self.done)
             if self.journal is not None:
                 try:
                     self.journal.record(start, end)
@@ -453,9 +458,8 @@ class FileState:
     def verify(self) -> str | None:
         """Check the part file's size, and its checksum when one was published. Blocking.
 
-        Returns None when the bytes are right, else the reason (the part file
-        and journal are then removed: their bytes are wrong; but not when the
-        checksum could not be computed here, which says nothing of the bytes).
+        Returns None when the bytes are right, else the reason (the part file and journal are then
+        removed; not when the checksum could not be computed here, which says nothing of the bytes).
         A piece is not verified here: its bytes are part of a file another process verifies.
         """
         try:
@@ -482,7 +486,8 @@ class FileState:
     def _check_digest(self, want: checksums.Checksum) -> str | None:
         name = checksums.spelled(want.algo)
         try:
-            got = digest_fd(self.fd, want.algo)
+            ahead, self.ahead = self.ahead, None
+            got = ahead.digest(self.fd) if ahead is not None and ahead.algo == want.algo else digest_fd(self.fd, want.algo)
         except ImportError:
             self.close_files()
             return (f"{name} checksum from {want.source} cannot be checked: {checksums.MISSING_CRC32C}; "
