@@ -100,9 +100,12 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, floa
     return wall, usage.ru_utime + usage.ru_stime, proc.returncode
 
 
-def client_env(work: Path) -> dict[str, str]:
-    """This tree's dtune first on the path; empty XDG dirs: no model, config or history steers a run."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO / "lab" / "src")]))
+TREES: dict[str, Path] = {"dtune": REPO}   # the dtune rows and their source trees (--baseline adds one)
+
+
+def client_env(work: Path, tree: Path = REPO) -> dict[str, str]:
+    """``tree``'s dtune first on the path; empty XDG dirs: no model, config or history steers a run."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree / "src"), str(REPO / "lab" / "src")]))
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         d = work / var.lower()
         shutil.rmtree(d, ignore_errors=True)
@@ -152,8 +155,8 @@ def byte_path(tool: str, base: str, out: Path, digest: str, size: int, work: Pat
     target = out / "big.bin"
     url = base + "large/big.bin"
     steps: dict[str, tuple[float, float, int]] = {}
-    if tool == "dtune":
-        steps["client"] = run(dtune_argv(url, out, f"sha256:{digest}"), client_env(work))
+    if tool in TREES:
+        steps["client"] = run(dtune_argv(url, out, f"sha256:{digest}"), client_env(work, TREES[tool]))
     elif tool == "curl":
         out.mkdir(parents=True)
         steps["client"] = run(["curl", "-q", "-s", "-f", "-o", str(target), url])
@@ -286,7 +289,8 @@ FUNC_STAGE = {
     ("dtune.engine.request", "_open"): "create", ("dtune.engine.files", "open_for_write"): "create",
     ("dtune.engine.files", "write_back"): "write-back",
     ("dtune.engine.request", "save_progress"): "journal", ("dtune.engine.files", "record"): "journal",
-    ("dtune.fileio", "digest_fd"): "verify",
+    ("dtune.fileio", "digest_fd"): "verify", ("dtune.engine.hashahead", "digest"): "verify",
+    ("dtune.engine.hashahead", "_job"): "hash-ahead",
     ("dtune.engine.files", "verify"): "verify", ("dtune.engine.files", "_check_digest"): "verify",
     ("dtune.engine.files", "finish"): "commit", ("dtune.engine.files", "commit_batch"): "commit",
     ("dtune.engine.files", "sync"): "commit", ("dtune.engine.files", "close_files"): "commit",
@@ -355,6 +359,7 @@ MAIN_SPLIT = {"start-up (imports)": "start-up (imports)", "listing": "listing + 
               "tuner": "tuner", "journal": "journal", "events": "events + ticks", "history": "history",
               "event loop": "in loop C code (epoll wait + recv)"}
 WORKER_SPLIT = {"verify": "hash (sha256, worker)", "commit": "fsync + rename (worker)",
+                "hash-ahead": "hash ahead (sha256 of the settled prefix, worker, during the download)",
                 "write-back": "write-back (sync_file_range, worker, during the download)"}
 # the worker stages the main thread waits for (after the last byte); write-back runs beside the download
 SERIAL = ("verify", "commit")
@@ -451,11 +456,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--file-kb", type=int, default=100, help="small file size, kB (default: %(default)s)")
     ap.add_argument("--out", type=Path, default=Path(f"/tmp/dtune-cost-out-{time.strftime('%Y%m%d-%H%M%S')}"))
     ap.add_argument("--tmp", type=Path, default=None, help="where the data and work dirs go (default: $TMPDIR)")
+    ap.add_argument("--baseline", type=Path, default=None, metavar="TREE",
+                    help="also time the 1 GiB fetch with the dtune of this source tree (a checkout: "
+                         "TREE/src), interleaved, as the row 'dtune-baseline'")
     args = ap.parse_args(argv)
+    if args.baseline is not None:
+        TREES["dtune-baseline"] = args.baseline.resolve()
     for tool in ("curl", "py-spy", "sha256sum", "sync"):
         if shutil.which(tool) is None:
             raise SystemExit(f"cost: {tool} is not on PATH")
-    tools = ["dtune", "curl"] + (["aria2c"] if shutil.which("aria2c") else [])
+    tools = [*TREES, "curl"] + (["aria2c"] if shutil.which("aria2c") else [])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "raw").mkdir(exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -579,7 +589,8 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
 
     texts = []
     label = {"dtune": "dtune get --checksum (verify, fsync)", "curl": "curl + sync FILE + sha256sum",
-             "aria2c": "aria2c -x16 --checksum + sync FILE"}
+             "aria2c": "aria2c -x16 --checksum + sync FILE",
+             "dtune-baseline": f"dtune get --checksum, the tree {args.baseline}"}
     dtune_wall = total("large", "dtune", "seconds")
     trs = []
     for tool in tools:
