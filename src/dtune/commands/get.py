@@ -46,8 +46,9 @@ files in the listed directory, by the server's Digest / Repr-Digest / Content-MD
 headers (a HEAD asks Want-Digest: adler32, md5, sha-256), by a WebDAV listing's
 dCache or ownCloud checksum property, or by --checksum-file; the strongest algorithm wins, and --checksum over all.
 
-Running the same command again resumes: finished files are skipped, partial
-ones continue from their journal. Part files and journals live in DIR/.dtune/
+Running the same command again resumes: finished files are kept on their size
+(reported kept, not verified; --verify-existing hashes them against a published
+checksum), partial ones continue from their journal. Part files and journals live in DIR/.dtune/
 (a listed name under .dtune/ is refused); a journal written for another source,
 size or checksum is set aside in DIR/.dtune/aside/ with a warning and the file
 starts over, as does a file whose ETag or Last-Modified changed on the server; an
