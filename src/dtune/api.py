@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtune.config import Value, resolve
 from dtune.errors import DtuneError, UsageError
+from dtune.http.auth import basic_auth
 from dtune.loop import run_quietly
 from dtune.options import OPTIONS
 
@@ -196,7 +197,9 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Value]:
     TypeError naming the closest one; a bad value a UsageError naming the keyword.
 
     ``headers={"Name": "value"}`` (the mapping requests, httpx, aiohttp and fsspec take) is
-    ``header=["Name: value"]`` (the command line's ``--header``); both may be given."""
+    ``header=["Name: value"]`` (the command line's ``--header``); both may be given.
+    ``auth=(user, password)`` is ``headers={"Authorization": "Basic …"}``: it goes, as every
+    ``--header`` does, to the origins named only, never to one reached through a redirect."""
     options = with_header_list(options)
     names = [opt.name for opt in OPTIONS]
     for name in options:
@@ -211,11 +214,22 @@ def resolve_options(options: dict[str, Any]) -> dict[str, Value]:
 
 
 def with_header_list(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with a ``headers`` mapping turned into ``header`` lines, after any given."""
-    if "headers" not in options:
+    """``options`` with a ``headers`` mapping, and ``auth=(user, password)`` (basic auth, as
+    requests takes it), turned into ``header`` lines after any given."""
+    if "headers" not in options and "auth" not in options:
         return options
     options = dict(options)
-    headers = options.pop("headers")
+    headers = dict(options.pop("headers", None) or {}) if isinstance(options.get("headers"), Mapping) \
+        else options.pop("headers", None)
+    auth = options.pop("auth", None)
+    if auth is not None:
+        if not (isinstance(auth, tuple | list) and len(auth) == 2 and all(isinstance(x, str) for x in auth)):
+            raise TypeError("auth= takes (user, password), two str (HTTP basic auth)")
+        if headers is None:
+            headers = {}
+        elif not isinstance(headers, Mapping):
+            raise TypeError(f"headers= takes a mapping of names to values, not {type(headers).__name__}")
+        headers["Authorization"] = basic_auth(*auth)
     if headers is None:
         return options
     if not isinstance(headers, Mapping):

@@ -24,6 +24,7 @@ from support.realservers import Apache, DtuneServe, Nginx, Unavailable, make_tls
 
 import dtune
 from dtune.errors import DtuneError
+from dtune.http.auth import basic_auth
 
 np = pytest.importorskip("numpy")
 xr = pytest.importorskip("xarray")
@@ -107,6 +108,20 @@ def guarded(data_root: Path, other: str) -> Iterator[str]:
     """nginx that answers 401 unless ``X-Token: TOKEN`` comes; ``/away/X`` redirects to ``other``'s ``/X``."""
     extra = GUARD + f" location /away/ {{ rewrite ^/away/(.*)$ {other}/$1 redirect; }}"
     server = started(Nginx(data_root, location_extra=extra))
+    try:
+        yield server.base
+    finally:
+        server.stop()
+
+
+USER, PASSWORD = "reader", "pa:ss wörd"
+
+
+@pytest.fixture(scope="module")
+def basic(data_root: Path) -> Iterator[str]:
+    """nginx that answers 401 unless HTTP basic auth for USER and PASSWORD comes."""
+    want = basic_auth(USER, PASSWORD)
+    server = started(Nginx(data_root, location_extra='if ($http_authorization != "' + want + '") { return 401; }'))
     try:
         yield server.base
     finally:
@@ -266,6 +281,18 @@ def test_dtune_get_takes_a_headers_mapping(guarded: str, tmp_path: Path) -> None
                      no_history=True).ok   # the command line's shape still works
     with pytest.raises(DtuneError, match="401"):
         dtune.get(guarded + "/tree/", tmp_path / "refused", no_history=True)
+
+
+def test_auth_takes_user_and_password_as_requests_does(basic: str, data_root: Path, tmp_path: Path) -> None:
+    tree = data_root / "tree"
+    result = dtune.get(basic + "/tree/", tmp_path / "out", auth=(USER, PASSWORD), no_history=True)
+    assert result.ok and (tmp_path / "out" / "sub" / "c.bin").read_bytes() == (tree / "sub" / "c.bin").read_bytes()
+    with pytest.raises(DtuneError, match="401"):
+        dtune.get(basic + "/tree/", tmp_path / "wrong", auth=(USER, "other"), no_history=True)
+    with pytest.raises(TypeError, match="auth="):
+        dtune.get(basic + "/tree/", tmp_path / "bad", auth="reader:secret", no_history=True)
+    fs = fsspec.filesystem("dtune", auth=(USER, PASSWORD))
+    assert fs.cat(basic + "/tree/notes.txt") == (tree / "notes.txt").read_bytes()
 
 
 def test_dtune_scheme_is_https_to_a_dtune_serve_that_needs_a_token(data_root: Path, tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ class DtuneFileSystem(HTTPFileSystem, ChainedFileSystem):
         client_kwargs = dict(storage_options.pop("client_kwargs", None) or {})
         names = _dtune_option_names()
         given = with_header_list({k: storage_options.pop(k) for k in list(storage_options)
-                                  if k in names or k == "headers"})
+                                  if k in names or k in ("headers", "auth")})
         lines = list(given.get("header") or [])
         if client_kwargs.get("headers"):
             lines += [f"{k}: {v}" for k, v in dict(client_kwargs.pop("headers")).items()]
