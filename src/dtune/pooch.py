@@ -7,6 +7,15 @@ pooch hands the downloader a temporary file next to the cache entry; dtune fetch
 (tuned, verified against its size and any digest the server publishes) into a ``dtune-``
 directory beside it and moves it there. pooch then checks ``known_hash`` and moves it into
 the cache, or removes it and raises. The pooch package is only needed to call pooch.
+
+A whole registry (or some of its names) in one tuned transfer, not one ``fetch`` at a time:
+
+    paths = dtune.pooch.prefetch(pup, retries=3)           # every name of pup.registry
+    paths = dtune.pooch.prefetch(pup, ["a.nc", "b.nc"])    # or these
+
+The files missing from the cache are fetched together with dtune; then ``pup.fetch`` of each
+name checks its registry hash as pooch always does (a file that differs is fetched again,
+through dtune too) and gives its path.
 """
 
 from __future__ import annotations
@@ -107,3 +116,17 @@ class _Bar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def prefetch(pup: Any, names: list[str] | None = None, **options: Any) -> list[str]:
+    """Fetch the registry files ``names`` (all of ``pup.registry`` by default) of the pooch
+    ``pup`` that its cache lacks, in one dtune transfer; then ``pup.fetch`` each (its hash
+    checked by pooch) and return their paths, in the order of ``names``. ``options`` are those
+    of ``dtune get``. A file that fails raises ``DtuneError`` naming it."""
+    names = list(pup.registry) if names is None else list(names)
+    missing = [n for n in names if not os.path.exists(pup.abspath / n)]
+    if missing:
+        targets = [(pup.get_url(n), os.fspath(pup.abspath / n)) for n in missing]
+        run_quietly(aget_files(targets, **options)).raise_for_status()
+    downloader = Downloader(**options)
+    return [pup.fetch(n, downloader=downloader) for n in names]

@@ -347,6 +347,25 @@ def test_pooch_retrieve_with_the_right_hash_and_a_wrong_one(served: str, tmp_pat
     assert list((tmp_path / "cache2").iterdir()) == []
 
 
+def test_pooch_prefetch_fetches_a_registry_in_one_transfer_and_pooch_checks_each_hash(
+        served: str, tmp_path: Path) -> None:
+    pooch = pytest.importorskip("pooch")
+    import dtune.pooch
+
+    registry = {name: "sha256:" + hashlib.sha256(data).hexdigest() for name, data in CLIMATE.items()}
+    pup = pooch.create(path=tmp_path / "cache", base_url=served + "/climate/", registry=registry)
+    paths = dtune.pooch.prefetch(pup, retries=2)
+    assert [Path(p).read_bytes() for p in paths] == list(CLIMATE.values())
+    assert len(history_sources()) == 1   # one transfer for the three files, not one each
+    assert dtune.pooch.prefetch(pup, ["sst.nc"]) == [str(tmp_path / "cache" / "sst.nc")]
+    assert len(history_sources()) == 1   # in the cache already: nothing fetched
+
+    bad = pooch.create(path=tmp_path / "cache2", base_url=served + "/climate/",
+                       registry={**registry, "t2m.nc": registry["sst.nc"]})
+    with pytest.raises(ValueError, match="hash"):   # pooch's check of what dtune fetched
+        dtune.pooch.prefetch(bad, ["t2m.nc"])
+
+
 def test_pooch_downloader_check_only_and_a_progress_bar_object(served: str, tmp_path: Path) -> None:
     pytest.importorskip("pooch")
     import dtune.pooch
