@@ -260,6 +260,8 @@ def _record(fields: list[str], plan: list[tuple[str, Convert] | None], fmt: str,
     values.pop("id", None)
     if not values.get("origin"):
         values["origin"] = "import"
+    if not values.get("direction"):
+        values["direction"] = "get"   # (a history exported before dtune put recorded only gets)
     if fmt == "table-i" and values.get("total_bytes") is None \
             and values.get("avg_file_size") is not None and values.get("file_count") is not None:
         values["total_bytes"] = round(values["avg_file_size"] * values["file_count"])

@@ -60,6 +60,7 @@ SQLITE_DDL = (
     retries INTEGER,
     exit_status INTEGER,
     origin VARCHAR(16) DEFAULT 'dtune' NOT NULL,
+    direction VARCHAR(8) DEFAULT 'get' NOT NULL,
     PRIMARY KEY (id)
 )""",
     "CREATE INDEX ix_transfers_started_at ON transfers (started_at)",

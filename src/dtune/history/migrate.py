@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from dtune.history.row import COLUMNS
 
-SCHEMA_VERSION = 1            # 1: transfers and samples as in schema.py, the first versioned schema
+SCHEMA_VERSION = 2            # 1: transfers and samples as in schema.py, the first versioned schema;
+                              # 2: transfers.direction ('get' | 'put'), 'get' for the rows before it
 VERSION_TABLE = "dtune_schema"
 SAMPLE_COLUMNS = ("id", "transfer_id", "t", "bytes", "rate_mbps", "params_json")
 TABLE_COLUMNS: dict[str, tuple[str, ...]] = {"transfers": COLUMNS, "samples": SAMPLE_COLUMNS}

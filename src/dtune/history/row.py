@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 ORIGINS = ("dtune", "import", "sweep")     # who produced the measurement
 ENERGY_KINDS = ("measured", "estimated")   # NULL: no energy figure, or provenance unknown
 HOWS = ("measured", "given", "assumed")    # how a network fact was obtained (NetworkFacts.how)
+DIRECTIONS = ("get", "put")                # which way the bytes went: fetched, or uploaded (dtune put)
 
 @dataclass(slots=True, kw_only=True)
 class TransferRecord:
@@ -52,11 +53,14 @@ class TransferRecord:
     retries: int | None = None
     exit_status: int | None = None
     origin: str = "dtune"
+    direction: str = "get"
 
     def check(self) -> None:
         """Raise ValueError if a vocabulary column holds a word outside its vocabulary."""
         if self.origin not in ORIGINS:
             raise ValueError(f"origin must be one of {', '.join(ORIGINS)}, got {self.origin!r}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {self.direction!r}")
         if self.energy_kind is not None and self.energy_kind not in ENERGY_KINDS:
             raise ValueError(f"energy_kind must be measured, estimated or empty, got {self.energy_kind!r}")
         for name in ("rtt_how", "tcp_buffer_how", "bandwidth_how"):

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from dtune.history.migrate import VERSION_TABLE
 from dtune.history.row import (  # noqa: F401  (re-exported: the record belongs with its table)
     COLUMNS,
+    DIRECTIONS,
     ENERGY_KINDS,
     FLOAT_COLUMNS,
     HOWS,
@@ -74,6 +75,7 @@ transfers = sa.Table(
     sa.Column("retries", sa.Integer),
     sa.Column("exit_status", sa.Integer),                 # dtune's exit code for the transfer
     sa.Column("origin", sa.String(16), nullable=False, server_default="dtune"),
+    sa.Column("direction", sa.String(8), nullable=False, server_default="get"),   # get | put (dtune put)
 )
 
 schema_version = sa.Table(

@@ -182,6 +182,8 @@ WORDING: dict[str, tuple[str, str, str]] = {
                          "a transfer into an empty `-o DIR` measures θ"),
     "no-outcome": ("no throughput or energy", "neither throughput nor energy was recorded",
                    "every row needs throughput_mbps or energy_j"),
+    "upload": ("upload", "an upload (dtune put): the model is learnt from gets",
+               "nothing to fix: uploads are recorded with direction 'put' and kept out of the tree"),
 }
 MAX_NAMED = 5        # rows named one by one per reason; more are only counted
 

@@ -20,6 +20,8 @@ assumed-bandwidth   ``bandwidth_how = 'assumed'``: the 1 Gbit/s fallback (``dtun
                     never probes the bandwidth; only ``--bandwidth`` makes it "given")
 nothing-received    0 bytes or 0 Mbit/s: a rerun into a directory that held every file
 no-outcome          neither throughput nor energy: nothing to learn
+upload              ``direction = 'put'``: an upload (``dtune put``), whose θ means parts and
+                    files sent, not ranges fetched; the tree is learnt from gets only
 =================== ===================================================================
 
 ``cpu_num``/``cpu_freq`` NULL is kept ("not applied"); so is an assumed TCP
@@ -44,7 +46,7 @@ FAILED_STATUS = 1                       # dtune get: some file not verified; oth
 
 # Every reason, in the order the checks run and the messages list them.
 REASONS = ("not-a-number", "failed", "interrupted", "no-key", "no-theta", "assumed-rtt",
-           "assumed-bandwidth", "nothing-received", "no-outcome")
+           "assumed-bandwidth", "nothing-received", "no-outcome", "upload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +157,8 @@ def reasons_for(row: Mapping[str, object]) -> tuple[Reason, ...]:
         why.append(Reason("nothing-received"))
     elif throughput is None and numbers["energy_j"] is None and not {"throughput_mbps", "energy_j"} & bad:
         why.append(Reason("no-outcome"))
+    if str(row.get("direction") or "get").strip() == "put":
+        why.append(Reason("upload"))
     return tuple(why)
 
 

@@ -39,6 +39,7 @@ def test_a_complete_successful_row_has_no_reason():
     ({"bytes": 0, "throughput_mbps": 0.0}, Reason("nothing-received")),
     ({"bytes": None, "throughput_mbps": 0.0}, Reason("nothing-received")),
     ({"throughput_mbps": None, "energy_j": None}, Reason("no-outcome")),
+    ({"direction": "put"}, Reason("upload")),
     ({"cc": "x"}, Reason("not-a-number", "cc", "x")),
     ({"exit_status": "done"}, Reason("not-a-number", "exit_status", "done")),
 ])
