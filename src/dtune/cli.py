@@ -31,6 +31,7 @@ from dtune.fileio import raise_open_file_limit
 # entry points (`dtune.plugins`: the lab's demo, testbed, dataset and bench), listed after these.
 COMMANDS = {
     "get": "dtune.commands.get",
+    "put": "dtune.commands.put",
     "config": "dtune.commands.config",
     "serve": "dtune.server.cli",
     "history": "dtune.history.cli",

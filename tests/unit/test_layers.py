@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("dtune.engine",)),
     ("sources and records", ("dtune.discovery", "dtune.history")),
     ("options", ("dtune.options",)),
-    ("transfer", ("dtune.transfer",)),
+    ("transfer", ("dtune.transfer", "dtune.upload")),
     ("cluster", ("dtune.cluster",)),
     ("front ends", ("dtune", "dtune.api", "dtune.fsspec", "dtune.pooch", "dtune.cli", "dtune.__main__",
                     "dtune.commands", "dtune.plugins", "dtune.server", "dtune.history.cli", "dtune.model.cli")),

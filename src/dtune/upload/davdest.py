@@ -1,0 +1,182 @@
+"""A WebDAV collection (``dav://``, ``davs://``, or ``http(s)://`` to a DAV server): PUT and MKCOL.
+
+``prepare`` makes every collection the files need, parents first (``MKCOL``;
+405 means it is there already; a destination collection whose parent is
+missing has its missing ancestors made from the top down). Each file is one
+``PUT`` (WebDAV has no standard upload in parts: a large file goes whole, its
+bytes read from disk as they are sent), with ``Content-MD5`` and an RFC 3230
+``Digest: sha-256=…`` header, which servers that check digests (dCache) use
+and others ignore.
+
+Verification: a ``HEAD`` asking ``Want-Digest`` must give the size; when the
+server publishes a digest (``Digest``, ``Repr-Digest``, ``Content-MD5``) it is
+compared with the local bytes' (hashed again with its algorithm when that is
+neither MD5 nor SHA-256). A server that publishes none is checked on size
+only, unless ``--verify-read`` reads every file back and compares its SHA-256.
+
+``existing`` (``--sync``) lists each collection once (``PROPFIND Depth: 1``,
+``discovery.webdav``): size, ``getlastmodified`` and the checksums dCache and
+ownCloud publish. Not done: resuming a file cut short (a rerun sends it whole
+again; WebDAV has no ranged PUT every server takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+from urllib.parse import quote
+
+from dtune import checksums
+from dtune.discovery.urls import WANT_DIGEST, checksum_from_headers, from_dav
+from dtune.discovery.webdav import PROPFIND_BODY, PROPFIND_HEADERS, parse_multistatus
+from dtune.errors import DiscoveryError, DtuneError, HTTPError, UsageError
+from dtune.http.client import FetchResult
+from dtune.upload.dest import Begun, IntegrityError, Remote, Sent
+from dtune.upload.local import LocalFile
+from dtune.upload.parts import Part
+from dtune.upload.wire import Body, Sender
+
+
+def check(res: FetchResult, what: str, ok: tuple[int, ...]) -> None:
+    if res.status in ok:
+        return
+    hint = " (refused: give credentials with --netrc, --header or --token-env)" if res.status in (401, 403) else ""
+    raise HTTPError(f"{what}: HTTP {res.status}{hint}", status=res.status,
+                    retryable=res.status in (408, 429) or res.status >= 500)
+
+
+def hash_file(path, algo: str) -> str:
+    h = checksums.hasher(algo)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class DavDestination:
+    multipart = False
+
+    def __init__(self, dest: str, sender: Sender, *, verify_read: bool) -> None:
+        base = from_dav(dest) or dest
+        if not base.lower().startswith(("http://", "https://")):
+            raise UsageError(f"{dest}: not a dav://, davs:// or http(s):// URL")
+        if "?" in base or "#" in base:
+            raise UsageError(f"{dest}: a WebDAV destination takes no query or fragment")
+        if not base.endswith("/"):
+            base += "/"
+        self.base = base
+        self.sender = sender
+        self.verify_read = verify_read
+        self.label = base
+
+    def url(self, relpath: str) -> str:
+        return self.base + quote(relpath, safe="/")
+
+    def close(self) -> None:
+        self.sender.close()
+
+    async def _mkcol(self, url: str) -> int:
+        res = await self.sender.send("MKCOL", url)
+        return res.status
+
+    async def prepare(self, files: list[LocalFile]) -> list[str]:
+        status = await self._mkcol(self.base)
+        if status == 409:   # a parent is missing: make them from the top down
+            scheme, _, rest = self.base.partition("://")
+            host, _, path = rest.partition("/")
+            segments = [s for s in path.split("/") if s]
+            for depth in range(1, len(segments)):
+                await self._mkcol(f"{scheme}://{host}/" + "/".join(segments[:depth]) + "/")
+            status = await self._mkcol(self.base)
+        if status not in (200, 201, 204, 405, 301):
+            raise HTTPError(f"MKCOL {self.base}: HTTP {status}", status=status, retryable=status >= 500)
+        dirs = sorted({"/".join(f.relpath.split("/")[:i]) for f in files for i in range(1, f.relpath.count("/") + 1)},
+                      key=lambda d: (d.count("/"), d))
+        gate = asyncio.Semaphore(8)
+
+        async def make(d: str) -> None:
+            async with gate:
+                res = await self.sender.send("MKCOL", self.url(d) + "/")
+            check(res, f"MKCOL {self.url(d)}/", (200, 201, 204, 405, 301))
+
+        for depth in sorted({d.count("/") for d in dirs}):
+            await asyncio.gather(*(make(d) for d in dirs if d.count("/") == depth))
+        return []
+
+    async def existing(self, files: list[LocalFile]) -> dict[str, Remote]:
+        found: dict[str, Remote] = {}
+        for folder in sorted({f.relpath.rpartition("/")[0] for f in files}):
+            url = self.base + (quote(folder, safe="/") + "/" if folder else "")
+            res = await self.sender.send("PROPFIND", url, PROPFIND_HEADERS | {"Accept-Encoding": "identity"},
+                                         Body(data=PROPFIND_BODY))
+            if res.status == 404:
+                continue
+            check(res, f"PROPFIND {url}", (207,))
+            try:
+                listing = parse_multistatus(res.body, url, self.label)
+            except DiscoveryError as exc:
+                raise DtuneError(str(exc)) from None
+            for entry in listing.entries:
+                if not entry.is_dir:
+                    name = f"{folder}/{entry.name}" if folder else entry.name
+                    found[name] = Remote(size=entry.size, mtime=entry.mtime, checksum=entry.checksum)
+        return found
+
+    async def put_whole(self, f: LocalFile, body: Body, sent: Sent) -> Remote:
+        headers = {"Content-Type": "application/octet-stream"}
+        if sent.md5 is not None:
+            headers["Content-MD5"] = base64.b64encode(sent.md5).decode()
+        if sent.sha256 is not None:
+            headers["Digest"] = "sha-256=" + base64.b64encode(bytes.fromhex(sent.sha256)).decode()
+        res = await self.sender.send("PUT", self.url(f.relpath), headers, body)
+        check(res, f"PUT {self.url(f.relpath)}", (200, 201, 204))
+        return Remote(size=sent.size)
+
+    async def begin(self, f: LocalFile, part_size: int, resume: bool) -> Begun:
+        raise DtuneError("WebDAV: uploads in parts are not implemented (each file is one PUT)")
+
+    async def put_part(self, f: LocalFile, begun: Begun, part: Part, data: bytes, md5: bytes) -> str:
+        raise DtuneError("WebDAV: uploads in parts are not implemented (each file is one PUT)")
+
+    async def complete(self, f: LocalFile, begun: Begun, sent: Sent) -> Remote:
+        raise DtuneError("WebDAV: uploads in parts are not implemented (each file is one PUT)")
+
+    async def abort(self, f: LocalFile, begun: Begun) -> None:
+        return None
+
+    async def verify(self, f: LocalFile, sent: Sent, answered: Remote) -> str:
+        url = self.url(f.relpath)
+        res = await self.sender.send("HEAD", url, {"Want-Digest": WANT_DIGEST})
+        check(res, f"HEAD {url}", (200,))
+        size = res.headers.get("content-length", "")
+        if not size.isdigit() or int(size) != sent.size:
+            raise IntegrityError(f"{url}: the server holds {size or 'an unknown number of'} bytes, "
+                                 f"{sent.size} were sent")
+        published = checksum_from_headers(res.headers)
+        if published is not None:
+            if published.algo == "md5" and sent.md5 is not None:
+                local = sent.md5.hex()
+            elif published.algo == "sha256" and sent.sha256 is not None:
+                local = sent.sha256
+            else:
+                local = await asyncio.to_thread(hash_file, f.path, published.algo)
+            if local != published.hex:
+                raise IntegrityError(f"{url}: the server's {published.algo} is {published.hex}, "
+                                     f"the local file's {local}")
+            return f"size and {published.algo} ({published.source})"
+        if self.verify_read:
+            got = await self.sender.read_digest(url)
+            if got != sent.sha256:
+                raise IntegrityError(f"{url}: read back, its sha256 is {got}, the local file's {sent.sha256}")
+            return "size and sha256 (read back)"
+        return "size (the server publishes no digest; --verify-read reads files back)"
+
+
+def sha256_and_md5(path, size: int) -> tuple[str, bytes]:
+    s, m = hashlib.sha256(), hashlib.md5()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 << 20):
+            s.update(chunk)
+            m.update(chunk)
+    return s.hexdigest(), m.digest()

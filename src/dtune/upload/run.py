@@ -1,0 +1,339 @@
+"""``dtune put``: local files → a destination, tuned, every file verified (see ``docs/put.md``).
+
+Theory of operation
+-------------------
+The local files are collected (``upload.local``) and handed to the request's
+tuner as a get's listing is: ``plan(sizes, facts)`` splits them into size
+partitions with θ each. For an upload, a partition's **cc** is the number of
+its files in flight at once and **p** the parts of one file in flight (each
+on a connection of its own); pp is not used (a request with a body is not
+pipelined). The plan is made once: the online search a get runs is not run
+for uploads (said in the ``tuning`` event's reasons and ``docs/put.md``).
+
+Each file then goes through its destination (``upload.dest``): small files
+and every file to WebDAV in one request, larger ones to S3 in parts of the
+tuned size (``upload.parts``), at most ``BUFFER_BUDGET`` bytes of parts read
+into memory at once. A request that fails retryably is sent again after a
+backoff (0.5 s doubling, up to 8 s; ``--retries`` times per request); a
+file whose verification fails, or whose request keeps failing, fails, and
+its incomplete multipart upload is aborted. A run that is interrupted
+(Ctrl-C, SIGTERM, kill) leaves its multipart uploads for the rerun, which
+resumes them (``S3Destination.begin``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtune.discovery.select import Selection
+from dtune.errors import DtuneError, HTTPError, UsageError
+from dtune.netfacts import ASSUMED_BUFFER, NetworkFacts, os_receive_buffer_max
+from dtune.tuners import Fixed, make_tuner
+from dtune.upload.dest import Begun, Destination, IntegrityError, Remote, Sent
+from dtune.upload.local import LocalFile
+from dtune.upload.parts import MULTIPART_THRESHOLD, part_size
+from dtune.upload.wire import CHUNK, Body, Pacer, Sender
+
+BUFFER_BUDGET = 512 << 20   # bytes of parts held in memory at once, over all files
+ASSUMED_BANDWIDTH = 1e9 / 8  # bytes/s: 1 Gbit/s, as a get assumes without --bandwidth
+ASSUMED_RTT = 0.01           # s, when it cannot be measured
+Emit = Callable[[dict], None]
+
+
+@dataclass
+class FileResult:
+    relpath: str
+    size: int
+    status: str = "pending"          # done | skipped | failed | pending (interrupted)
+    verified: str | None = None      # what was compared (size and ETag, size and sha256...)
+    error: str | None = None
+    resumed: int = 0                 # bytes of parts an earlier run had sent, kept
+
+
+@dataclass
+class PutResult:
+    files: list[FileResult] = field(default_factory=list)
+    sent: int = 0                    # body bytes written in this run (resends included)
+    seconds: float = 0.0
+    retries: int = 0
+    tuning: dict = field(default_factory=dict)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(f.status in ("done", "skipped") for f in self.files)
+
+
+class _Budget:
+    """At most ``limit`` bytes held at once; a request larger than it waits for all of it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.used = limit, 0
+        self._cond = asyncio.Condition()
+
+    async def take(self, n: int) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.used == 0 or self.used + n <= self.limit)
+            self.used += n
+
+    async def give(self, n: int) -> None:
+        async with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
+def _read(path: os.PathLike[str], start: int, end: int) -> tuple[bytes, bytes]:
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    if len(data) != end - start:
+        raise DtuneError(f"{path}: shorter than when it was listed (did it change while being put?)")
+    return data, hashlib.md5(data).digest()
+
+
+def _hashes(path: os.PathLike[str]) -> tuple[str, bytes]:
+    s, m = hashlib.sha256(), hashlib.md5()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(4 << 20):
+            s.update(chunk)
+            m.update(chunk)
+    return s.hexdigest(), m.digest()
+
+
+def unchanged(f: LocalFile, remote: Remote | None, *, s3: bool) -> bool:
+    """``--sync``: whether the destination already holds ``f`` (pure).
+
+    Sizes must agree; then S3 compares the ``x-amz-meta-mtime`` dtune (and rclone) store, to the
+    second, and WebDAV takes a copy modified at or after the local file's mtime as current."""
+    if remote is None or remote.size != f.size:
+        return False
+    if remote.mtime is None:
+        return False
+    if s3:
+        return int(remote.mtime) == int(f.mtime)
+    return remote.mtime >= int(f.mtime)
+
+
+class Put:
+    """One put: its files, destination, plan and counters (``run`` drives it)."""
+
+    def __init__(self, dest: Destination, sender: Sender, values: dict[str, Any], emit: Emit,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.dest, self.sender, self.v, self.emit, self.clock = dest, sender, values, emit, clock
+        self.result = PutResult()
+        self.budget = _Budget(BUFFER_BUDGET)
+        self.retries = int(values.get("retries") or 0)
+        self.is_s3 = dest.label.startswith("s3://")
+
+    # ---- retrying ---------------------------------------------------------------------------
+    async def retried(self, what: str, call: Callable[[], Any]) -> Any:
+        delay = 0.5
+        for attempt in range(self.retries + 1):
+            try:
+                return await call()
+            except IntegrityError:
+                raise
+            except HTTPError as exc:
+                if not exc.retryable or attempt == self.retries:
+                    raise
+                self.result.retries += 1
+                self.emit({"event": "retry", "path": what, "error": str(exc), "wait_s": delay})
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        raise AssertionError("unreachable")
+
+    # ---- one file ---------------------------------------------------------------------------
+    async def put_file(self, f: LocalFile, fr: FileResult, p: int) -> None:
+        begun: Begun | None = None
+        try:
+            fixed_part = self.v.get("part_size")
+            if not self.dest.multipart or f.size <= max(MULTIPART_THRESHOLD, fixed_part or 0):
+                answered, sent = await self._whole(f)
+            else:
+                begun = await self.retried(f.relpath, lambda: self.dest.begin(
+                    f, part_size(f.size, p, fixed_part), not self.v.get("no_resume")))
+                answered, sent = await self._parts(f, begun, p)
+            fr.verified = await self.retried(f.relpath, lambda: self.dest.verify(f, sent, answered))
+            fr.status = "done"
+            fr.resumed = begun.kept_bytes if begun is not None else 0
+            self.emit({"event": "file_done", "path": f.relpath, "bytes": f.size, "verified": fr.verified,
+                       "resumed_bytes": fr.resumed})
+        except (DtuneError, OSError) as exc:
+            fr.status, fr.error = "failed", str(exc) if isinstance(exc, DtuneError) else f"{f.path}: {exc}"
+            self.emit({"event": "error", "path": f.relpath, "error": fr.error})
+            if begun is not None:
+                try:
+                    await self.dest.abort(f, begun)
+                    self.emit({"event": "aborted", "path": f.relpath, "upload": "multipart upload aborted"})
+                except (DtuneError, OSError) as again:
+                    self.emit({"event": "warning", "message": f"{f.relpath}: the failed upload could not be "
+                               f"aborted ({again}); its parts stay in the bucket until aborted"})
+
+    async def _whole(self, f: LocalFile) -> tuple[Remote, Sent]:
+        if f.size <= MULTIPART_THRESHOLD:
+            await self.budget.take(f.size)
+            try:
+                data, md5 = await asyncio.to_thread(_read, f.path, 0, f.size)
+                sha = hashlib.sha256(data).hexdigest() if not self.dest.multipart else None
+                sent = Sent(f.size, md5=md5, sha256=sha)
+                answered = await self.retried(f.relpath, lambda: self.dest.put_whole(f, Body(data=data), sent))
+            finally:
+                await self.budget.give(f.size)
+            return answered, sent
+        sha, md5 = await asyncio.to_thread(_hashes, f.path)
+        sent = Sent(f.size, md5=md5, sha256=sha)
+        answered = await self.retried(f.relpath, lambda: self.dest.put_whole(
+            f, Body(path=f.path, start=0, end=f.size), sent))
+        st = os.stat(f.path)
+        if st.st_size != f.size or st.st_mtime != f.mtime:
+            raise DtuneError(f"{f.path}: changed while it was put")
+        return answered, sent
+
+    async def _parts(self, f: LocalFile, begun: Begun, p: int) -> tuple[Remote, Sent]:
+        md5s: dict[int, bytes] = {n: md5 for n, (_, md5) in begun.kept.items()}
+        todo = [part for part in begun.parts if part.number not in begun.kept]
+        if begun.kept:
+            self.emit({"event": "resumed", "path": f.relpath, "parts_kept": len(begun.kept),
+                       "bytes_kept": begun.kept_bytes, "parts_left": len(todo)})
+        queue = list(reversed(todo))
+
+        async def lane() -> None:
+            while queue:
+                part = queue.pop()
+                await self.budget.take(part.size)
+                try:
+                    data, md5 = await asyncio.to_thread(_read, f.path, part.start, part.end)
+                    await self.retried(f"{f.relpath} part {part.number}",
+                                       lambda: self.dest.put_part(f, begun, part, data, md5))  # noqa: B023
+                    md5s[part.number] = md5
+                finally:
+                    await self.budget.give(part.size)
+
+        tasks = [asyncio.ensure_future(lane()) for _ in range(max(1, min(p, len(todo))))]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        sent = Sent(f.size, part_md5s=[md5s[part.number] for part in begun.parts])
+        answered = await self.retried(f.relpath, lambda: self.dest.complete(f, begun, sent))
+        return answered, sent
+
+
+def tuned(values: dict[str, Any], files: list[LocalFile], rtt: float | None) -> tuple[list[str], dict, dict]:
+    """The tuner's plan for these files: each file's partition, θ per partition, the tuning event."""
+    fixed = Fixed(cc=values.get("cc"), p=values.get("parallelism"))
+    tuner = make_tuner(values.get("tuner") or "auto", fixed=fixed, max_cc=int(values.get("max_cc") or 16),
+                       max_partitions=int(values.get("partitions") or 2), files=len(files))
+    how = {"rtt": "given" if values.get("rtt") else ("measured" if rtt else "assumed"),
+           "bandwidth": "given" if values.get("bandwidth") else "assumed",
+           "tcp_buffer": "given" if values.get("tcp_buffer") else "measured"}
+    facts = NetworkFacts(rtt=(values.get("rtt") or rtt or ASSUMED_RTT),
+                         bandwidth=values.get("bandwidth") or ASSUMED_BANDWIDTH,
+                         tcp_buffer=values.get("tcp_buffer") or os_receive_buffer_max() or ASSUMED_BUFFER, how=how)
+    plan = tuner.plan([f.size for f in files], facts)
+    cap = int(values.get("max_connections_per_host") or 64)
+    params = {}
+    count = {name: plan.partition_of.count(name) for name in plan.params}
+    for name, prm in plan.params.items():
+        cc, p = max(1, prm.cc), max(1, prm.p)
+        if count[name] and cc > count[name] and fixed.p is None:
+            # groups the partition has no file for carry parts instead: the same connections
+            p, cc = p * -(-cc // count[name]), count[name]
+        if fixed.cc is None and fixed.p is None:
+            while cc * p > cap and cc > 1:
+                cc -= 1
+        params[name] = {"cc": cc, "p": p}
+    notes = [*plan.notes, "put: cc = files in flight, p = parts of a file in flight; the plan is kept for "
+             "the whole put (no online search for uploads)"]
+    event = {"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(), "facts": facts.as_dict(),
+             "params": params, "fixed": fixed.as_dict(), "reason": notes}
+    return plan.partition_of, params, event
+
+
+async def run(put: Put, files: list[LocalFile], *, sync: bool, dry_run: bool, rtt: float | None) -> PutResult:
+    """Put ``files`` (already collected) through ``put``'s destination; the result (never raises for
+    one file's failure: it is in the result)."""
+    result = put.result
+    started = put.clock()
+    total = sum(f.size for f in files)
+    put.emit({"event": "start", "direction": "put", "destination": put.dest.label, "files": len(files),
+              "bytes": total})
+    existing: dict[str, Remote] = {}
+    if sync:
+        existing = await put.retried("listing", lambda: put.dest.existing(files))
+    todo = []
+    for f in files:
+        fr = FileResult(f.relpath, f.size)
+        result.files.append(fr)
+        if sync and unchanged(f, existing.get(f.relpath), s3=put.is_s3):
+            fr.status = "skipped"
+            put.emit({"event": "file_skipped", "path": f.relpath, "bytes": f.size,
+                      "reason": "the destination holds the same size and mtime"})
+        else:
+            todo.append((f, fr))
+    if dry_run:
+        result.dry_run = True
+        for f, _fr in todo:
+            put.emit({"event": "would_put", "path": f.relpath, "bytes": f.size, "url": put.dest.url(f.relpath)})
+        result.seconds = put.clock() - started
+        return result
+    partition_of, params, event = tuned(put.v, files, rtt)
+    result.tuning = event
+    put.emit(event)
+    for warning in await put.retried("prepare", lambda: put.dest.prepare([f for f, _ in todo])):
+        put.emit({"event": "warning", "message": warning})
+    index = {f.relpath: i for i, f in enumerate(files)}
+    groups: dict[str, list] = {}
+    for f, fr in sorted(todo, key=lambda item: -item[0].size):   # largest first: the end stays even
+        groups.setdefault(partition_of[index[f.relpath]], []).append((f, fr))
+    ticker = asyncio.ensure_future(_tick(put, total, started))
+
+    async def worker(queue: list, p: int) -> None:
+        while queue:
+            f, fr = queue.pop(0)
+            await put.put_file(f, fr, p)
+
+    workers = [asyncio.ensure_future(worker(queue, params[name]["p"]))
+               for name, queue in groups.items() for _ in range(min(params[name]["cc"], len(queue)))]
+    try:
+        await asyncio.gather(*workers)
+    finally:
+        for task in [*workers, ticker]:
+            task.cancel()
+        await asyncio.gather(*workers, ticker, return_exceptions=True)
+        result.seconds = put.clock() - started
+    return result
+
+
+async def _tick(put: Put, total: int, started: float) -> None:
+    last_bytes, last_t = 0, started
+    while True:
+        await asyncio.sleep(1.0)
+        now = put.clock()
+        sent = put.result.sent
+        rate = (sent - last_bytes) / max(1e-6, now - last_t)
+        last_bytes, last_t = sent, now
+        done = sum(1 for f in put.result.files if f.status in ("done", "skipped"))
+        put.emit({"event": "progress", "t": round(now - started, 3), "bytes_sent": sent, "bytes_total": total,
+                  "rate_mbps": round(rate * 8 / 1e6, 3), "files_done": done, "files": len(put.result.files)})
+
+
+def selection(values: dict[str, Any]) -> Selection:
+    try:
+        return Selection.of(values.get("include") or [], values.get("exclude") or [],
+                            max_depth=values.get("max_depth"), max_files=values.get("max_files"))
+    except ValueError as exc:
+        raise UsageError(f"--include/--exclude: {exc}") from None
+
+
+def pacer(values: dict[str, Any]) -> Pacer | None:
+    rate = values.get("limit_rate") or 0
+    return Pacer(rate, max(CHUNK, rate * 0.1)) if rate > 0 else None

@@ -1,0 +1,259 @@
+"""``s3://BUCKET/PREFIX/``: one PUT per small file, a multipart upload per large one (module ``dest``).
+
+Each request goes through ``wire.Sender`` on dtune's connections, signed by
+``SigV4Signer`` for the endpoint's origin only (``UNSIGNED-PAYLOAD``: the
+bytes are covered by ``Content-MD5`` instead, which S3 checks on every PUT
+and part and refuses with ``BadDigest`` when they differ). The key of a file
+is the prefix plus its safe relative path. Each object carries its local
+mtime as ``x-amz-meta-mtime`` (seconds, as rclone writes it), which
+``--sync`` compares.
+
+Resume (``begin`` with ``resume``): the bucket's incomplete uploads of the
+key are listed (``ListMultipartUploads``, the newest taken), then its parts
+(``ListParts``); a listed part is kept only when its size is the part's and
+its ETag is the MD5 of the local bytes at that place. An upload whose first
+part has another size (an earlier run with another ``--part-size``) is
+resumed with that size when it is a valid one.
+
+Verification: the ETag S3 answers to a PUT must be the MD5 of the bytes, to
+``CompleteMultipartUpload`` the MD5 of the parts' MD5s and ``-N``; then a
+``HEAD`` of the object must give the size and the same ETag (an object
+under SSE-KMS or SSE-C has an ETag that is no digest: size only, said so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+from urllib.parse import quote
+
+from dtune.discovery.s3 import S3Settings, error_reason, parse_source
+from dtune.errors import HTTPError, UsageError
+from dtune.http.client import FetchResult
+from dtune.upload import s3xml
+from dtune.upload.dest import Begun, IntegrityError, Remote, Sent
+from dtune.upload.local import LocalFile
+from dtune.upload.parts import (
+    S3_MAX_PARTS,
+    S3_MIN_PART,
+    Part,
+    clean_etag,
+    cut,
+    etag_is_digest,
+    multipart_etag,
+)
+from dtune.upload.wire import Body, Sender
+
+RETRY_CODES = ("BadDigest", "InvalidDigest", "RequestTimeout", "SlowDown", "InternalError")
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def md5_of(path: os.PathLike[str] | str, start: int, end: int) -> bytes:
+    """The MD5 of bytes ``[start, end)`` of a file (a thread's work: hashlib drops the GIL)."""
+    h = hashlib.md5()
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        left = end - start
+        while left > 0:
+            chunk = fh.read(min(left, 4 << 20))
+            if not chunk:
+                raise OSError(f"{path}: shorter than {end} bytes")
+            h.update(chunk)
+            left -= len(chunk)
+    return h.digest()
+
+
+def check(res: FetchResult, what: str, ok: tuple[int, ...] = (200,)) -> None:
+    """HTTPError for an answer outside ``ok``: retryable for 408, 429, 5xx and S3's digest and
+    timeout codes (a part damaged on its way is sent again)."""
+    if res.status in ok:
+        return
+    reason = error_reason(res)
+    retry = res.status in (408, 429) or res.status >= 500 or any(code in reason for code in RETRY_CODES)
+    raise HTTPError(f"{what}: {reason}", status=res.status, retryable=retry)
+
+
+def mtime_header(value: str | None) -> float | None:
+    try:
+        mtime = float(value) if value else None
+    except ValueError:
+        return None
+    return mtime if mtime is not None and 0 <= mtime < 1e11 else None
+
+
+class S3Destination:
+    multipart = True
+
+    def __init__(self, dest: str, settings: S3Settings, sender: Sender, *, signed: bool) -> None:
+        self.bucket, prefix = parse_source(dest)
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        if prefix.startswith("/") or any(seg in ("..", ".") for seg in prefix.split("/")[:-1]):
+            raise UsageError(f"{dest}: a prefix with '.' or '..' segments or a leading '/' is refused")
+        self.prefix = prefix
+        self.settings = settings
+        self.sender = sender
+        self.signed = signed
+        self.label = f"s3://{self.bucket}/{prefix}"
+
+    def key(self, relpath: str) -> str:
+        return self.prefix + relpath
+
+    def url(self, relpath: str) -> str:
+        return self.settings.object_url(self.bucket, self.key(relpath))
+
+    def close(self) -> None:
+        self.sender.close()
+
+    async def prepare(self, files: list[LocalFile]) -> list[str]:
+        res = await self.sender.send("HEAD", self.settings.bucket_url(self.bucket) + "/")
+        if res.status == 404:
+            raise UsageError(f"{self.label}: no such bucket at {self.settings.endpoint}")
+        hint = "" if self.signed or res.status != 403 else " (unsigned: no AWS credentials were found)"
+        if res.status != 200:
+            raise HTTPError(f"{self.label}: the bucket answers HTTP {res.status}{hint}", status=res.status,
+                            retryable=res.status >= 500)
+        return []
+
+    async def _head(self, relpath: str) -> tuple[FetchResult, Remote | None]:
+        res = await self.sender.send("HEAD", self.url(relpath))
+        if res.status == 404:
+            return res, None
+        check(res, f"HEAD {self.key(relpath)}")
+        size = res.headers.get("content-length", "")
+        return res, Remote(size=int(size) if size.isdigit() else None,
+                           mtime=mtime_header(res.headers.get("x-amz-meta-mtime")),
+                           etag=clean_etag(res.headers.get("etag")) if etag_is_digest(res.headers) else None)
+
+    async def existing(self, files: list[LocalFile]) -> dict[str, Remote]:
+        gate = asyncio.Semaphore(16)
+
+        async def one(f: LocalFile) -> tuple[str, Remote | None]:
+            async with gate:
+                return f.relpath, (await self._head(f.relpath))[1]
+
+        found = await asyncio.gather(*(one(f) for f in files))
+        return {name: remote for name, remote in found if remote is not None}
+
+    def _meta(self, f: LocalFile) -> dict[str, str]:
+        return {"Content-Type": "application/octet-stream", "x-amz-meta-mtime": f"{f.mtime:.6f}"}
+
+    async def put_whole(self, f: LocalFile, body: Body, sent: Sent) -> Remote:
+        headers = self._meta(f)
+        if sent.md5 is not None:
+            headers["Content-MD5"] = b64(sent.md5)
+        res = await self.sender.send("PUT", self.url(f.relpath), headers, body)
+        check(res, f"PUT {self.key(f.relpath)}")
+        return Remote(size=sent.size, etag=clean_etag(res.headers.get("etag")))
+
+    def _upload_url(self, relpath: str, upload_id: str, extra: str = "") -> str:
+        return f"{self.url(relpath)}?{extra}uploadId={quote(upload_id, safe='')}"
+
+    async def _find(self, key: str) -> s3xml.Upload | None:
+        """The newest incomplete upload of exactly ``key``. The prefix asked is the key up to its first
+        '/' (moto's signature check refuses a '/' in a query, escaped or not; S3 takes either): the
+        answer is filtered to the exact key."""
+        found: list[s3xml.Upload] = []
+        markers = ""
+        asked = key.partition("/")[0]
+        for _ in range(100):   # (1000 uploads a page: far more than one key has)
+            res = await self.sender.send(
+                "GET", f"{self.settings.bucket_url(self.bucket)}/?uploads&prefix={quote(asked, safe='')}{markers}")
+            check(res, f"list the incomplete uploads of {key}")
+            page, key_marker, id_marker = s3xml.parse_uploads(res.body, _bad(f"uploads of {key}"))
+            found += [u for u in page if u.key == key]
+            if key_marker is None and id_marker is None:
+                break
+            markers = f"&key-marker={quote(key_marker or '', safe='')}&upload-id-marker={quote(id_marker or '', safe='')}"
+        return max(found, key=lambda u: u.initiated) if found else None
+
+    async def _parts(self, relpath: str, upload_id: str) -> list[s3xml.ListedPart]:
+        parts: list[s3xml.ListedPart] = []
+        marker: int | None = 0
+        while marker is not None and len(parts) <= S3_MAX_PARTS:
+            extra = f"part-number-marker={marker}&" if marker else ""
+            res = await self.sender.send("GET", self._upload_url(relpath, upload_id, extra))
+            check(res, f"list the parts of {self.key(relpath)}")
+            page, marker = s3xml.parse_parts(res.body, _bad(f"parts of {self.key(relpath)}"))
+            parts += page
+        return parts
+
+    async def begin(self, f: LocalFile, part_size: int, resume: bool) -> Begun:
+        key = self.key(f.relpath)
+        if resume:
+            upload = await self._find(key)
+            if upload is not None:
+                listed = await self._parts(f.relpath, upload.upload_id)
+                first = next((p for p in listed if p.number == 1), None)
+                if (first is not None and first.size != part_size and first.size >= S3_MIN_PART
+                        and -(-f.size // first.size) <= S3_MAX_PARTS and first.size < f.size):
+                    part_size = first.size   # (an earlier run's part size: its parts fit only that)
+                begun = Begun(upload.upload_id, cut(f.size, part_size))
+                by_number = {p.number: p for p in begun.parts}
+                for item in listed:
+                    part = by_number.get(item.number)
+                    if part is None or item.size != part.size or item.etag is None:
+                        continue
+                    md5 = await asyncio.to_thread(md5_of, f.path, part.start, part.end)
+                    if md5.hex() == item.etag:
+                        begun.kept[part.number] = (item.etag, md5)
+                return begun
+        res = await self.sender.send("POST", f"{self.url(f.relpath)}?uploads", self._meta(f))
+        check(res, f"start the upload of {key}")
+        return Begun(s3xml.parse_initiate(res.body, _bad(f"start of {key}")), cut(f.size, part_size))
+
+    async def put_part(self, f: LocalFile, begun: Begun, part: Part, data: bytes, md5: bytes) -> str:
+        url = self._upload_url(f.relpath, begun.handle, f"partNumber={part.number}&")
+        res = await self.sender.send("PUT", url, {"Content-MD5": b64(md5)}, Body(data=data))
+        check(res, f"part {part.number} of {self.key(f.relpath)}")
+        etag = clean_etag(res.headers.get("etag"))
+        if etag is not None and etag != md5.hex():
+            raise IntegrityError(f"part {part.number} of {self.key(f.relpath)}: S3 answered ETag {etag}, "
+                                 f"the part's MD5 is {md5.hex()}")
+        return etag or md5.hex()
+
+    async def complete(self, f: LocalFile, begun: Begun, sent: Sent) -> Remote:
+        assert sent.part_md5s is not None
+        etags = [(i + 1, m.hex()) for i, m in enumerate(sent.part_md5s)]
+        res = await self.sender.send("POST", self._upload_url(f.relpath, begun.handle),
+                                     {"Content-Type": "application/xml"}, Body(data=s3xml.complete_body(etags)))
+        check(res, f"complete {self.key(f.relpath)}")
+        etag = s3xml.parse_complete(res.body, _bad(f"completion of {self.key(f.relpath)}"))
+        return Remote(size=sent.size, etag=etag)
+
+    async def abort(self, f: LocalFile, begun: Begun) -> None:
+        res = await self.sender.send("DELETE", self._upload_url(f.relpath, begun.handle))
+        check(res, f"abort the upload of {self.key(f.relpath)}", ok=(200, 204, 404))
+
+    async def verify(self, f: LocalFile, sent: Sent, answered: Remote) -> str:
+        key = self.key(f.relpath)
+        if sent.part_md5s is not None:
+            expected, how = multipart_etag(sent.part_md5s), f"ETag (MD5 of {len(sent.part_md5s)} part MD5s)"
+        else:
+            assert sent.md5 is not None
+            expected, how = sent.md5.hex(), "ETag (MD5)"
+        if answered.etag is not None and answered.etag != expected:
+            raise IntegrityError(f"{key}: S3 answered ETag {answered.etag}, the bytes sent give {expected}")
+        res, remote = await self._head(f.relpath)
+        if remote is None:
+            raise IntegrityError(f"{key}: not found after its upload (HEAD answers 404)")
+        if remote.size != sent.size:
+            raise IntegrityError(f"{key}: S3 holds {remote.size} bytes, {sent.size} were sent")
+        if not etag_is_digest(res.headers):
+            return "size (an encrypted object's ETag is no digest)"
+        if remote.etag != expected:
+            raise IntegrityError(f"{key}: S3 holds ETag {remote.etag}, the bytes sent give {expected}")
+        return f"size and {how}"
+
+
+def _bad(what: str):
+    def bad(why: str) -> HTTPError:
+        return HTTPError(f"{what}: {why}", retryable=False)
+    return bad
+
+
