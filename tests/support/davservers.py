@@ -33,9 +33,11 @@ class ApacheDav(Apache):
 
     NAME = "apache-dav"
 
-    def __init__(self, root: Path, *, user: str | None = None, password: str | None = None) -> None:
+    def __init__(self, root: Path, *, user: str | None = None, password: str | None = None,
+                 writable: bool = False) -> None:
         super().__init__(root)
         self.user, self.password = user, password
+        self.writable = writable   # PUT and MKCOL: the lock database and ``root`` writable by the server's user
 
     def missing(self) -> str | None:
         reason = super().missing()
@@ -57,9 +59,16 @@ class ApacheDav(Apache):
             Path(self.dir, "htpasswd").chmod(0o644)
             auth = ["    AuthType Basic", '    AuthName "dtune test"', f'    AuthUserFile "{d}/htpasswd"',
                     "    Require valid-user"]
+        lockdb = f"{d}/davlock"
+        if self.writable:   # the server (www-data once it has changed users) writes its lock database
+            Path(self.dir).chmod(0o711)
+            Path(self.dir, "locks").mkdir(exist_ok=True)
+            Path(self.dir, "locks").chmod(0o777)
+            Path(self.root).chmod(0o777)
+            lockdb = f"{d}/locks/davlock"
         self.extra = "\n".join([
             *(f"LoadModule {m}_module {self.MODULES}/mod_{m}.so" for m in modules),
-            f'DavLockDB "{d}/davlock"',
+            f'DavLockDB "{lockdb}"',
             f'<Directory "{_config_string(self.root)}">',
             "    Options -Indexes",
             "    Dav On",
