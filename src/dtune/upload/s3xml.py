@@ -90,7 +90,7 @@ class ListedPart:
 
 def parse_parts(body: bytes, bad: Bad) -> tuple[list[ListedPart], int | None]:
     """``ListPartsResult`` → (parts, next part-number marker when truncated)."""
-    root = _root(body, bad, "ListPartsResult")
+    root = _root(body, bad, "ListPartsResult", "ListPartsResponse")   # (moto: …Response)
     parts = []
     for item in root:
         if _local(item.tag) != "Part":
