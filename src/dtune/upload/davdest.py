@@ -109,7 +109,7 @@ class DavDestination:
         for folder in sorted({f.relpath.rpartition("/")[0] for f in files}):
             url = self.base + (quote(folder, safe="/") + "/" if folder else "")
             res = await self.sender.send("PROPFIND", url, PROPFIND_HEADERS | {"Accept-Encoding": "identity"},
-                                         Body(data=PROPFIND_BODY))
+                                         Body(data=PROPFIND_BODY, payload=False))
             if res.status == 404:
                 continue
             check(res, f"PROPFIND {url}", (207,))
@@ -145,11 +145,24 @@ class DavDestination:
     async def abort(self, f: LocalFile, begun: Begun) -> None:
         return None
 
+    async def _read_back(self, url: str, sent: Sent) -> str:
+        got = await self.sender.read_digest(url)
+        if got is None:
+            raise IntegrityError(f"{url}: cannot be read back to verify it")
+        sha, size = got
+        if size != sent.size:
+            raise IntegrityError(f"{url}: read back, it holds {size} bytes, {sent.size} were sent")
+        if sha != sent.sha256:
+            raise IntegrityError(f"{url}: read back, its sha256 is {sha}, the local file's {sent.sha256}")
+        return "size and sha256 (read back)"
+
     async def verify(self, f: LocalFile, sent: Sent, answered: Remote) -> str:
         url = self.url(f.relpath)
         res = await self.sender.send("HEAD", url, {"Want-Digest": WANT_DIGEST})
         check(res, f"HEAD {url}", (200,))
         size = res.headers.get("content-length", "")
+        if not size:   # (Apache names no length for an empty file): what it holds, read back
+            return await self._read_back(url, sent)
         if not size.isdigit() or int(size) != sent.size:
             raise IntegrityError(f"{url}: the server holds {size or 'an unknown number of'} bytes, "
                                  f"{sent.size} were sent")
@@ -166,10 +179,7 @@ class DavDestination:
                                      f"the local file's {local}")
             return f"size and {published.algo} ({published.source})"
         if self.verify_read:
-            got = await self.sender.read_digest(url)
-            if got != sent.sha256:
-                raise IntegrityError(f"{url}: read back, its sha256 is {got}, the local file's {sent.sha256}")
-            return "size and sha256 (read back)"
+            return await self._read_back(url, sent)
         return "size (the server publishes no digest; --verify-read reads files back)"
 
 

@@ -67,7 +67,7 @@ class PutResult:
 
     @property
     def ok(self) -> bool:
-        return all(f.status in ("done", "skipped") for f in self.files)
+        return self.dry_run or all(f.status in ("done", "skipped") for f in self.files)
 
 
 class _Budget:

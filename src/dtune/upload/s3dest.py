@@ -221,7 +221,7 @@ class S3Destination:
         assert sent.part_md5s is not None
         etags = [(i + 1, m.hex()) for i, m in enumerate(sent.part_md5s)]
         res = await self.sender.send("POST", self._upload_url(f.relpath, begun.handle),
-                                     {"Content-Type": "application/xml"}, Body(data=s3xml.complete_body(etags)))
+                                     {"Content-Type": "application/xml"}, Body(data=s3xml.complete_body(etags), payload=False))
         check(res, f"complete {self.key(f.relpath)}")
         etag = s3xml.parse_complete(res.body, _bad(f"completion of {self.key(f.relpath)}"))
         return Remote(size=sent.size, etag=etag)

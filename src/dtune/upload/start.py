@@ -29,13 +29,22 @@ from dtune.upload.wire import Sender
 DEST_SCHEMES = ("s3://", "dav://", "davs://", "http://", "https://")
 
 
+def shown(url: str) -> str:
+    """``url`` as a message or the history may show it: no user:password@, no presigned signature."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return redact_url(f"{scheme}{sep}{authority}{slash}{path}")
+
+
 def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], None],
                 environ: Mapping[str, str] | None = None) -> tuple[Destination, Sender, str]:
     """The destination for DEST, its sender, and a URL on its origin (for the RTT)."""
     env = os.environ if environ is None else environ
     lower = dest.lower()
     if not lower.startswith(DEST_SCHEMES):
-        raise UsageError(f"{redact_url(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
+        raise UsageError(f"{shown(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
                          f"(dav://, davs://, http://, https://)")
     def make_sender(access) -> Sender:
         return Sender(access, connect_timeout=float(values.get("connect_timeout") or 10),
@@ -90,13 +99,14 @@ async def put(sources: list[str], dest: str, values: dict[str, Any], emit: Calla
         target.close()
         if not values.get("no_history") and not values.get("dry_run") and found.files:
             try:
-                record(job.result, dest, started, status, values)
+                record(job.result, target.label, started, status, values)
             except DtuneError as exc:
                 emit({"event": "warning", "message": f"history not written: {exc}"})
 
 
 def history_row(result: PutResult, dest: str, started: datetime, status: int) -> TransferRecord:
-    """The history's row for a put (``direction = 'put'``; never a credential: DEST redacted)."""
+    """The history's row for a put (``direction = 'put'``; ``dest``: the destination's label, which
+    holds no credential, shown once more as ``shown`` does)."""
     sizes = [f.size for f in result.files]
     tuning = result.tuning or {}
     params = tuning.get("params") or {}
@@ -105,7 +115,7 @@ def history_row(result: PutResult, dest: str, started: datetime, status: int) ->
     cc = sum(p["cc"] for p in params.values()) or None
     p = max((p["p"] for p in params.values()), default=None)
     return TransferRecord(
-        started_at=started.isoformat(timespec="seconds"), source=redact_url(dest) if "://" in dest else dest,
+        started_at=started.isoformat(timespec="seconds"), source=shown(dest),
         avg_file_size=(sum(sizes) / len(sizes)) if sizes else None, file_count=len(sizes), total_bytes=sum(sizes),
         rtt_ms=facts.get("rtt_ms"), rtt_how=how.get("rtt"), tcp_buffer=facts.get("tcp_buffer"),
         tcp_buffer_how=how.get("tcp_buffer"), bandwidth_mbps=facts.get("bandwidth_mbps"),

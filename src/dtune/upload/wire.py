@@ -52,6 +52,7 @@ class Body:
     path: Path | None = None
     start: int = 0
     end: int = 0
+    payload: bool = True   # file bytes (counted as sent), not a request's own document (XML)
 
     @property
     def size(self) -> int:
@@ -230,13 +231,14 @@ class Sender:
                     return
                 conn.transport.write(chunk)
                 pos += n
-                self.on_bytes(n)
+                if body.payload:
+                    self.on_bytes(n)
         finally:
             if fd is not None:
                 os.close(fd)
 
-    async def read_digest(self, url: str) -> str | None:
-        """GET ``url`` on a connection of its own and return the SHA-256 (hex) of its body, None
+    async def read_digest(self, url: str) -> tuple[str, int] | None:
+        """GET ``url`` on a connection of its own: the SHA-256 (hex) and size of its body, None
         when the answer is not 200 (``--verify-read``: what the server holds, read back)."""
         origin, target = split_url(url)
         conn = await self.access.connect(origin, timeout=self.connect_timeout)
@@ -254,7 +256,7 @@ class Sender:
             answer.done.result()
         finally:
             conn.close()
-        return answer.hash.hexdigest() if answer.status == 200 else None
+        return (answer.hash.hexdigest(), answer.size) if answer.status == 200 else None
 
     def close(self) -> None:
         for pool in self._idle.values():
