@@ -222,6 +222,9 @@ class Put:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        st = os.stat(f.path)
+        if st.st_size != f.size or st.st_mtime != f.mtime:
+            raise DtuneError(f"{f.path}: changed while it was put (its parts may mix two versions)")
         sent = Sent(f.size, part_md5s=[md5s[part.number] for part in begun.parts])
         answered = await self.retried(f.relpath, lambda: self.dest.complete(f, begun, sent))
         return answered, sent

@@ -11,6 +11,7 @@ carries them.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from typing import Any
 from dtune.errors import DtuneError, UsageError
 from dtune.history.row import TransferRecord
 from dtune.http.redact import redact_url
+from dtune.loop import stop_status
 from dtune.netprobe import measure_rtt
 from dtune.transfer.request import access_from
 from dtune.upload.dest import Destination
@@ -89,12 +91,15 @@ async def put(sources: list[str], dest: str, values: dict[str, Any], emit: Calla
             rtt = await measure_rtt(probe, access=sender.access)
         except DtuneError:
             rtt = None
-    status = 130
+    status = 1
     try:
         result = await run(job, found.files, sync=bool(values.get("sync")), dry_run=bool(values.get("dry_run")),
                            rtt=rtt)
         status = 0 if result.ok else 1
         return result
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        status = stop_status()   # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP: as the process exits
+        raise
     finally:
         target.close()
         if not values.get("no_history") and not values.get("dry_run") and found.files:
