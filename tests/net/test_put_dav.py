@@ -114,3 +114,30 @@ def test_the_files_a_dav_put_would_send_are_listed_by_dry_run(env, tmp_path):
         "empty.dat", "readme.txt"]
     assert "https://127.0.0.1:9/x/readme.txt" in proc.stdout
     assert os.listdir(tmp_path) == ["src"]
+
+
+def test_a_dcache_like_door_verifies_by_its_checksums_and_a_lying_one_fails_the_file(env, tmp_path):
+    import base64
+    import hashlib
+
+    from support.fakeserver import DavServer
+
+    src = write_tree(tmp_path / "src")
+    with DavServer({}, empty_dirs=("/pnfs",), writable=True) as srv:
+        dest = srv.url("/pnfs/data/").replace("http://", "dav://", 1)
+        code, events, out, err = put(env, str(src), dest)
+        stored = {p[len("/pnfs/data/"):]: data for p, data in srv.files.items()}
+        puts = dict(srv.puts)
+        srv.checksums["/pnfs/data/readme.txt"] = "adler32=00000001,md5=" + "A" * 22 + "=="
+        code2, events2, out2, _ = put(env, str(src), dest, "--retries", "0")
+    assert code == 0, (out[-2000:], err[-1000:])
+    assert stored == TREE
+    done = {e["path"]: e["verified"] for e in events if e.get("event") == "file_done"}
+    assert set(done.values()) == {"size and md5 (dCache Checksums property)"}, done
+    sent = puts["/pnfs/data/deep/er/big.bin"]
+    assert sent["content-md5"] == base64.b64encode(hashlib.md5(TREE["deep/er/big.bin"]).digest()).decode()
+    assert sent["digest"] == "sha-256=" + base64.b64encode(hashlib.sha256(TREE["deep/er/big.bin"]).digest()).decode()
+    # the door says it holds other bytes: that file fails (exit 1), the others are verified
+    assert code2 == 1
+    errors = [e for e in events2 if e.get("event") == "error"]
+    assert [e["path"] for e in errors] == ["readme.txt"] and "md5" in errors[0]["error"]

@@ -8,10 +8,12 @@ bytes read from disk as they are sent), with ``Content-MD5`` and an RFC 3230
 ``Digest: sha-256=…`` header, which servers that check digests (dCache) use
 and others ignore.
 
-Verification: a ``HEAD`` asking ``Want-Digest`` must give the size; when the
-server publishes a digest (``Digest``, ``Repr-Digest``, ``Content-MD5``) it is
+Verification: the file's own ``PROPFIND`` (``Depth: 0``, on a kept
+connection) must give the size; a checksum property (dCache's, ownCloud's) is
 compared with the local bytes' (hashed again with its algorithm when that is
-neither MD5 nor SHA-256). A server that publishes none is checked on size
+neither MD5 nor SHA-256). A server that does not answer it with a multistatus
+is asked a ``HEAD`` with ``Want-Digest`` (size; ``Digest``, ``Repr-Digest``,
+``Content-MD5``). A server that publishes none is checked on size
 only, unless ``--verify-read`` reads every file back and compares its SHA-256.
 
 ``existing`` (``--sync``) lists each collection once (``PROPFIND Depth: 1``,
@@ -156,8 +158,47 @@ class DavDestination:
             raise IntegrityError(f"{url}: read back, its sha256 is {sha}, the local file's {sent.sha256}")
         return "size and sha256 (read back)"
 
+    async def _propfind(self, f: LocalFile) -> Remote | None:
+        """The file's own properties (``PROPFIND Depth: 0``, parsed as a member of its collection);
+        None when the server does not answer it with a multistatus naming the file."""
+        url = self.url(f.relpath)
+        folder = url.rpartition("/")[0] + "/"
+        res = await self.sender.send("PROPFIND", url, PROPFIND_HEADERS | {"Depth": "0", "Accept-Encoding": "identity"},
+                                     Body(data=PROPFIND_BODY, payload=False))
+        if res.status != 207:
+            return None
+        try:
+            listing = parse_multistatus(res.body, folder, self.label)
+        except DiscoveryError:
+            return None
+        found = [e for e in listing.entries if not e.is_dir and e.name == f.relpath.rpartition("/")[2]]
+        if len(found) != 1 or found[0].size is None:
+            return None
+        return Remote(size=found[0].size, mtime=found[0].mtime, checksum=found[0].checksum)
+
+    async def _compare(self, f: LocalFile, sent: Sent, published, url: str) -> str:
+        if published.algo == "md5" and sent.md5 is not None:
+            local = sent.md5.hex()
+        elif published.algo == "sha256" and sent.sha256 is not None:
+            local = sent.sha256
+        else:
+            local = await asyncio.to_thread(hash_file, f.path, published.algo)
+        if local != published.hex:
+            raise IntegrityError(f"{url}: the server's {published.algo} is {published.hex}, "
+                                 f"the local file's {local}")
+        return f"size and {published.algo} ({published.source})"
+
     async def verify(self, f: LocalFile, sent: Sent, answered: Remote) -> str:
         url = self.url(f.relpath)
+        props = await self._propfind(f)   # (kept alive, where a HEAD's connection must be dropped)
+        if props is not None:
+            if props.size != sent.size:
+                raise IntegrityError(f"{url}: the server holds {props.size} bytes, {sent.size} were sent")
+            if props.checksum is not None:
+                return await self._compare(f, sent, props.checksum, url)
+            if self.verify_read:
+                return await self._read_back(url, sent)
+            return "size (the server publishes no digest; --verify-read reads files back)"
         res = await self.sender.send("HEAD", url, {"Want-Digest": WANT_DIGEST})
         check(res, f"HEAD {url}", (200,))
         size = res.headers.get("content-length", "")
@@ -168,16 +209,7 @@ class DavDestination:
                                  f"{sent.size} were sent")
         published = checksum_from_headers(res.headers)
         if published is not None:
-            if published.algo == "md5" and sent.md5 is not None:
-                local = sent.md5.hex()
-            elif published.algo == "sha256" and sent.sha256 is not None:
-                local = sent.sha256
-            else:
-                local = await asyncio.to_thread(hash_file, f.path, published.algo)
-            if local != published.hex:
-                raise IntegrityError(f"{url}: the server's {published.algo} is {published.hex}, "
-                                     f"the local file's {local}")
-            return f"size and {published.algo} ({published.source})"
+            return await self._compare(f, sent, published, url)
         if self.verify_read:
             return await self._read_back(url, sent)
         return "size (the server publishes no digest; --verify-read reads files back)"

@@ -15,10 +15,12 @@ its ETag is the MD5 of the local bytes at that place. An upload whose first
 part has another size (an earlier run with another ``--part-size``) is
 resumed with that size when it is a valid one.
 
-Verification: the ETag S3 answers to a PUT must be the MD5 of the bytes, to
-``CompleteMultipartUpload`` the MD5 of the parts' MD5s and ``-N``; then a
-``HEAD`` of the object must give the size and the same ETag (an object
-under SSE-KMS or SSE-C has an ETag that is no digest: size only, said so).
+Verification: the ETag S3 answers to a PUT must be the MD5 of the bytes (S3
+has checked the Content-MD5 too: that answer is the verification of a one-PUT
+file); to ``CompleteMultipartUpload`` the MD5 of the parts' MD5s and ``-N``,
+and then a ``HEAD`` of the object must give the size and the same ETag. An
+object under SSE-KMS or SSE-C, whose ETag is no digest, is checked by the
+``HEAD`` on its size only, and says so.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ class S3Destination:
             headers["Content-MD5"] = b64(sent.md5)
         res = await self.sender.send("PUT", self.url(f.relpath), headers, body)
         check(res, f"PUT {self.key(f.relpath)}")
-        return Remote(size=sent.size, etag=clean_etag(res.headers.get("etag")))
+        etag = clean_etag(res.headers.get("etag")) if etag_is_digest(res.headers) else None
+        return Remote(size=sent.size, etag=etag)
 
     def _upload_url(self, relpath: str, upload_id: str, extra: str = "") -> str:
         return f"{self.url(relpath)}?{extra}uploadId={quote(upload_id, safe='')}"
@@ -239,6 +242,9 @@ class S3Destination:
             expected, how = sent.md5.hex(), "ETag (MD5)"
         if answered.etag is not None and answered.etag != expected:
             raise IntegrityError(f"{key}: S3 answered ETag {answered.etag}, the bytes sent give {expected}")
+        if answered.etag == expected and sent.part_md5s is None:
+            # one PUT: S3 checked the Content-MD5 and answered the stored object's ETag, its MD5
+            return f"{how}, answered by the PUT"
         res, remote = await self._head(f.relpath)
         if remote is None:
             raise IntegrityError(f"{key}: not found after its upload (HEAD answers 404)")

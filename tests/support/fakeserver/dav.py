@@ -18,6 +18,10 @@ parents, plus ``empty_dirs``) on 127.0.0.1 (``core``):
   overrides a file's header value.
 - ``GET`` of a directory answers 403 (``index=False``: a door without an
   HTML index, so only PROPFIND lists it).
+- ``writable=True``: ``MKCOL`` makes a directory (201; 405 when it exists, 409 when its parent
+  does not) and ``PUT`` stores a file (201; 409 without its directory), its headers kept in
+  ``puts``; the Checksums property and Digest headers then publish the stored bytes' digests
+  (``checksums``/``digests`` still override them: a server that lies about what it holds).
 - ``user``/``password``: every request without that Basic ``Authorization``
   gets 401. Each request's ``Authorization`` (or None) is kept in
   ``authorizations``, and ``Want-Digest`` headers in ``want_digests``.
@@ -48,8 +52,10 @@ class DavServer(Server):
     linger = True
 
     def __init__(self, files: dict[str, bytes], *, empty_dirs: tuple[str, ...] = (), user: str | None = None,
-                 password: str | None = None, index: bool = False) -> None:
+                 password: str | None = None, index: bool = False, writable: bool = False) -> None:
         super().__init__(files, name="fake-dav")
+        self.writable = writable
+        self.puts: list[tuple[str, dict[str, str]]] = []   # (path, headers) of each PUT stored
         self.dirs = {"/"} | {p if p.endswith("/") else p + "/" for p in empty_dirs}
         for path in files:
             parts = path.split("/")[1:-1]
@@ -119,9 +125,12 @@ class DavServer(Server):
             if path in self.dirs:
                 return self._xml(exchange, self.multistatus(path))
             if path in self.files:
-                return self._xml(exchange, ('<d:multistatus xmlns:d="DAV:">' + self._response(path)
+                return self._xml(exchange, ('<d:multistatus xmlns:d="DAV:" xmlns:ns1="http://www.dcache.org/2013/'
+                                            'webdav">' + self._response(path)
                                             + "</d:multistatus>").encode())
             return exchange.simple(404)
+        if self.writable and request.method in ("MKCOL", "PUT"):
+            return self._write(exchange, path, body)
         if request.method not in ("GET", "HEAD"):
             return exchange.simple(405, {"Allow": "GET, HEAD, PROPFIND"})
         if path in self.dirs:
@@ -136,6 +145,21 @@ class DavServer(Server):
             exchange.writer.write(exchange.data[start:end])
             request.span, request.sent = (start, end), end - start
         return True
+
+    def _write(self, exchange: Exchange, path: str, body: bytes) -> bool:
+        if exchange.request.method == "MKCOL":
+            folder = path if path.endswith("/") else path + "/"
+            if folder in self.dirs or folder[:-1] in self.files:
+                return exchange.simple(405)
+            if folder[:-1].rpartition("/")[0] + "/" not in self.dirs:
+                return exchange.simple(409)
+            self.dirs.add(folder)
+            return exchange.simple(201)
+        if path.endswith("/") or path.rpartition("/")[0] + "/" not in self.dirs:
+            return exchange.simple(409)
+        self.files[path] = body
+        self.puts.append((path, dict(exchange.headers)))
+        return exchange.simple(201)
 
     def _xml(self, exchange: Exchange, body: bytes) -> bool:
         exchange.request.status = 207
