@@ -119,6 +119,7 @@ def main() -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="dtune-bench-put-"))
+    work.chmod(0o711)   # (Apache's user reaches the served directory through it)
     davroot = work / "davroot"
     davroot.mkdir()
     moto = dav = None
@@ -140,6 +141,12 @@ def main() -> int:
                "RCLONE_CONFIG": str(work / "rclone.conf")}
         dtune = [sys.executable, "-m", "dtune", "put", "--no-history", "--no-progress"]
         n = 0
+        warm = work / "src" / "warm"
+        warm.mkdir()
+        (warm / "w.bin").write_bytes(b"w" * 1024)
+        for argv in (dtune + [f"{warm}/", "s3://dtune-bench/warm/", "--endpoint-url", endpoint],
+                     ["rclone", "copy", str(warm), "s3:dtune-bench/warm2"], dtune + [f"{warm}/", f"{dav_url}/warm/"]):
+            run(argv, env)   # (moto imports its S3 backend on the first requests: not part of any run)
         for rnd in range(1, args.rounds + 1):
             for dataset, src in data.items():
                 nbytes = size_of(src)

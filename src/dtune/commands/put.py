@@ -34,11 +34,12 @@ Tuning: the tuner (--tuner, --cc, -p) plans as for get; for a put, cc is the
 files in flight and p the parts of one file in flight. The plan is kept for the
 whole put (no online search for uploads yet).
 
-Every file is verified after its upload: S3 by its ETag (the MD5 of the bytes,
-or of the parts' MD5s and -N for a multipart upload) in the answers and in a
-HEAD of the object; WebDAV by a HEAD's size and the digest the server
-publishes (Want-Digest), else on size only unless --verify-read reads the file
-back. A file that fails has its multipart upload aborted.
+Every file is verified after its upload: S3 by its ETag (the MD5 of the bytes
+in the PUT's answer; for a multipart upload the MD5 of the parts' MD5s and -N,
+in the answer and in a HEAD of the object); WebDAV by the size and the checksum
+the server publishes (PROPFIND, else HEAD with Want-Digest), else on size only
+unless --verify-read reads the file back. A file that fails has its multipart
+upload aborted.
 
 Resume: a put to S3 that was interrupted (Ctrl-C, kill, a lost machine) leaves
 its multipart uploads; running it again finds them (ListMultipartUploads,

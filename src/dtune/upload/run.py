@@ -43,6 +43,10 @@ from dtune.upload.wire import CHUNK, Body, Pacer, Sender
 BUFFER_BUDGET = 512 << 20   # bytes of parts held in memory at once, over all files
 ASSUMED_BANDWIDTH = 1e9 / 8  # bytes/s: 1 Gbit/s, as a get assumes without --bandwidth
 ASSUMED_RTT = 0.01           # s, when it cannot be measured
+# parts of one file in flight at least (without -p): what rclone (--s3-upload-concurrency) and the
+# AWS CLI send at once. A get's tuners size p from the path's BDP, which is 1 on a LAN; an object
+# store's rate per request is bounded by its own per-request work, which parts in flight hide.
+MIN_PARTS_IN_FLIGHT = 4
 Emit = Callable[[dict], None]
 
 
@@ -230,7 +234,8 @@ class Put:
         return answered, sent
 
 
-def tuned(values: dict[str, Any], files: list[LocalFile], rtt: float | None) -> tuple[list[str], dict, dict]:
+def tuned(values: dict[str, Any], files: list[LocalFile], rtt: float | None,
+          multipart: bool = True) -> tuple[list[str], dict, dict]:
     """The tuner's plan for these files: each file's partition, θ per partition, the tuning event."""
     fixed = Fixed(cc=values.get("cc"), p=values.get("parallelism"))
     tuner = make_tuner(values.get("tuner") or "auto", fixed=fixed, max_cc=int(values.get("max_cc") or 16),
@@ -245,17 +250,22 @@ def tuned(values: dict[str, Any], files: list[LocalFile], rtt: float | None) -> 
     cap = int(values.get("max_connections_per_host") or 64)
     params = {}
     count = {name: plan.partition_of.count(name) for name in plan.params}
+    in_parts = {plan.partition_of[i] for i, f in enumerate(files)
+                if multipart and f.size > max(MULTIPART_THRESHOLD, values.get("part_size") or 0)}
     for name, prm in plan.params.items():
         cc, p = max(1, prm.cc), max(1, prm.p)
         if count[name] and cc > count[name] and fixed.p is None:
             # groups the partition has no file for carry parts instead: the same connections
             p, cc = p * -(-cc // count[name]), count[name]
-        if fixed.cc is None and fixed.p is None:
-            while cc * p > cap and cc > 1:
+        if fixed.p is None:
+            p = max(p, MIN_PARTS_IN_FLIGHT)
+        if fixed.cc is None and fixed.p is None:   # (a file sent whole holds one connection)
+            while cc * (p if name in in_parts else 1) > cap and cc > 1:
                 cc -= 1
         params[name] = {"cc": cc, "p": p}
-    notes = [*plan.notes, "put: cc = files in flight, p = parts of a file in flight; the plan is kept for "
-             "the whole put (no online search for uploads)"]
+    notes = [*plan.notes, f"put: cc = files in flight, p = parts of a file in flight (at least "
+             f"{MIN_PARTS_IN_FLIGHT} unless -p is given); the plan is kept for the whole put (no online search "
+             "for uploads)"]
     event = {"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(), "facts": facts.as_dict(),
              "params": params, "fixed": fixed.as_dict(), "reason": notes}
     return plan.partition_of, params, event
@@ -288,7 +298,7 @@ async def run(put: Put, files: list[LocalFile], *, sync: bool, dry_run: bool, rt
             put.emit({"event": "would_put", "path": f.relpath, "bytes": f.size, "url": put.dest.url(f.relpath)})
         result.seconds = put.clock() - started
         return result
-    partition_of, params, event = tuned(put.v, files, rtt)
+    partition_of, params, event = tuned(put.v, files, rtt, put.dest.multipart)
     result.tuning = event
     put.emit(event)
     for warning in await put.retried("prepare", lambda: put.dest.prepare([f for f, _ in todo])):
