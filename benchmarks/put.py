@@ -16,7 +16,9 @@ suite's ``ApacheDav(writable=True)``, from ``tests/support``). Tools:
             S3 chunks of 5 MiB with 4 uploaded at once; it checks the MD5 S3 answers)
 * curl      ``curl -T FILE URL`` (WebDAV, the large file only: curl makes no collections)
 
-Every run goes to a fresh prefix or collection, so nothing is skipped. The
+Every run goes to a fresh prefix or collection, so nothing is skipped, and is
+checked afterwards: on WebDAV every file byte-exact (SHA-256 of the served
+copy), on S3 every key at its size. The
 rounds are interleaved (round 1 runs every tool once on every case, then round
 2, ...), so load on this shared machine hits each tool alike; the table gives
 the median and the min–max of the throughput (MB/s of file bytes over the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import os
 import random
 import shutil
@@ -95,6 +98,28 @@ def start_moto(work: Path) -> tuple[subprocess.Popen, str]:
     return proc, endpoint
 
 
+def digests(root: Path) -> dict[str, tuple[int, str]]:
+    """Every file under ``root``: relative path → (size, SHA-256)."""
+    out = {}
+    for path in root.rglob("*"):
+        if path.is_file():
+            out[path.relative_to(root).as_posix()] = (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
+    return out
+
+
+def s3_sizes(endpoint: str, prefix: str) -> dict[str, int]:
+    """The objects under ``prefix`` of the bench bucket and their sizes (moto here checks no signature)."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=KEY,
+                          aws_secret_access_key=SECRET)
+    out = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="dtune-bench", Prefix=prefix + "/"):
+        for obj in page.get("Contents", []):
+            out[obj["Key"][len(prefix) + 1:]] = obj["Size"]
+    return out
+
+
 def run(argv: list[str], env: dict[str, str]) -> float:
     started = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True)
@@ -158,9 +183,19 @@ def main() -> int:
                 if dataset == "large":
                     cases.append(("webdav", "curl", lambda p, src=src: [
                         "curl", "-sS", "--fail", "-T", str(src / "large.bin"), f"{dav_url}/{p}-large.bin"]))
+                expected = digests(src)
                 for dest, tool, argv in cases:
                     n += 1
                     seconds = run(argv(f"r{n}"), env)
+                    if dest == "s3":    # what arrived: every file, at its size
+                        ok = s3_sizes(endpoint, f"r{n}") == {k: v[0] for k, v in expected.items()}
+                    elif tool == "curl":
+                        ok = digests(davroot) == {f"r{n}-large.bin": expected["large.bin"]}
+                    else:               # byte-exact
+                        ok = digests(davroot / f"r{n}") == expected
+                    if not ok:
+                        raise RuntimeError(f"round {rnd} {dataset} {dest} {tool}: the destination does not hold "
+                                           f"the source")
                     rows.append({"round": rnd, "dataset": dataset, "destination": dest, "tool": tool,
                                  "bytes": nbytes, "seconds": round(seconds, 3),
                                  "mb_per_s": round(nbytes / seconds / 1e6, 2)})

@@ -134,9 +134,11 @@ def test_a_dcache_like_door_verifies_by_its_checksums_and_a_lying_one_fails_the_
     assert stored == TREE
     done = {e["path"]: e["verified"] for e in events if e.get("event") == "file_done"}
     assert set(done.values()) == {"size and md5 (dCache Checksums property)"}, done
-    sent = puts["/pnfs/data/deep/er/big.bin"]
-    assert sent["content-md5"] == base64.b64encode(hashlib.md5(TREE["deep/er/big.bin"]).digest()).decode()
-    assert sent["digest"] == "sha-256=" + base64.b64encode(hashlib.sha256(TREE["deep/er/big.bin"]).digest()).decode()
+    small = TREE["sub dir/\u00fcn\u00efc\u00f8de & more.bin"]
+    sent = puts["/pnfs/data/sub dir/\u00fcn\u00efc\u00f8de & more.bin"]
+    assert sent["content-md5"] == base64.b64encode(hashlib.md5(small).digest()).decode()
+    assert sent["digest"] == "sha-256=" + base64.b64encode(hashlib.sha256(small).digest()).decode()
+    assert "content-md5" not in puts["/pnfs/data/deep/er/big.bin"]   # (> 16 MiB: hashed as it is sent)
     # the door says it holds other bytes: that file fails (exit 1), the others are verified
     assert code2 == 1
     errors = [e for e in events2 if e.get("event") == "error"]

@@ -4,9 +4,11 @@
 405 means it is there already; a destination collection whose parent is
 missing has its missing ancestors made from the top down). Each file is one
 ``PUT`` (WebDAV has no standard upload in parts: a large file goes whole, its
-bytes read from disk as they are sent), with ``Content-MD5`` and an RFC 3230
-``Digest: sha-256=…`` header, which servers that check digests (dCache) use
-and others ignore.
+bytes read from disk, and hashed, as they are sent). A file up to 16 MiB is
+read and hashed first and carries ``Content-MD5`` and an RFC 3230 ``Digest:
+sha-256=…`` header, which servers that check digests (dCache) use and others
+ignore; a larger one carries none (they would cost a pass over it before its
+first byte is sent) and is verified by its digests afterwards.
 
 Verification: the file's own ``PROPFIND`` (``Depth: 0``, on a kept
 connection) must give the size; a checksum property (dCache's, ownCloud's) is
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 from urllib.parse import quote
 
 from dtune import checksums
@@ -214,11 +215,3 @@ class DavDestination:
             return await self._read_back(url, sent)
         return "size (the server publishes no digest; --verify-read reads files back)"
 
-
-def sha256_and_md5(path, size: int) -> tuple[str, bytes]:
-    s, m = hashlib.sha256(), hashlib.md5()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(4 << 20):
-            s.update(chunk)
-            m.update(chunk)
-    return s.hexdigest(), m.digest()

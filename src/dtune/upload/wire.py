@@ -17,7 +17,7 @@ reported to ``on_bytes`` (progress and the put's accounting).
 
 Nothing here is retried or decided: the caller (``upload.run``) judges the
 answer. A body comes from a ``Body``: bytes in memory (a part, hashed before
-it is sent) or a range of a file read in ``CHUNK`` pieces on a thread (a
+it is sent) or a range of a file read ``READ_BLOCK`` at a time on a thread (a
 whole file to WebDAV), so a large file never sits in memory.
 """
 
@@ -40,6 +40,8 @@ from dtune.http.redact import redact_url
 
 CHUNK = 256 * 1024          # bytes written (and paced) at once: asyncio's own read size
 HIGH_WATER = 1 << 20        # the send buffer asyncio holds before writing waits
+READ_BLOCK = 8 << 20        # a file body is read this much at a time on a thread: one hand-over per
+                            # 8 MiB, not per chunk (each costs a thread switch, slow on a loaded machine)
 MAX_ANSWER = 1 << 20        # an answer's body kept: S3's XML documents are a few KiB
 IDLE_PER_ORIGIN = 64        # idle connections kept per origin (more than any cc × p in use)
 
@@ -53,10 +55,19 @@ class Body:
     start: int = 0
     end: int = 0
     payload: bool = True   # file bytes (counted as sent), not a request's own document (XML)
+    hashers: tuple = ()    # hashlib objects fed every byte of a file body as it is read to be sent
 
     @property
     def size(self) -> int:
         return len(self.data) if self.data is not None else self.end - self.start
+
+
+def _read(fd: int, n: int, pos: int, hashers: tuple) -> bytes:
+    """``n`` bytes at ``pos``, hashed by each of ``hashers`` (on a thread: hashlib drops the GIL)."""
+    data = os.pread(fd, n, pos)
+    for h in hashers:
+        h.update(data)
+    return data
 
 
 class Pacer:
@@ -174,9 +185,10 @@ class Sender:
             loop = asyncio.get_running_loop()
             answer = _Answer(head, url, method == "HEAD", loop)
             conn.send(answer)
+            whole = True
             try:
                 if body is not None and body.size:
-                    await self._write_body(conn, body, answer)
+                    whole = await self._write_body(conn, body, answer)
                 async with asyncio.timeout(self.answer_timeout):
                     await asyncio.shield(answer.done)
                 break
@@ -191,33 +203,38 @@ class Sender:
                 conn.close()
                 raise
         self.access.received(origin, target, answer.headers)
-        if conn.usable and conn.in_flight == 0 and answer.size <= MAX_ANSWER:
+        if conn.usable and conn.in_flight == 0 and answer.size <= MAX_ANSWER and whole:
             pool = self._idle.setdefault(origin, [])
             if len(pool) < IDLE_PER_ORIGIN:
                 pool.append(conn)
             else:
                 conn.close()
-        elif conn.usable:
+        elif conn.usable:   # (a body cut short by an early answer would frame the next request wrong)
             conn.close()
         return FetchResult(answer.status, answer.headers, b"".join(answer.parts), url)
 
-    async def _write_body(self, conn: Connection, body: Body, answer: _Answer) -> None:
+    async def _write_body(self, conn: Connection, body: Body, answer: _Answer) -> bool:
+        """Write ``body``; False when it stopped early (an answer came first, the connection went)."""
         flow = self._flows[id(conn)]
         fd = os.open(body.path, os.O_RDONLY) if body.data is None and body.path is not None else None
         try:
             pos = body.start if body.data is None else 0
             end = body.end if body.data is None else len(body.data)
             view = memoryview(body.data) if body.data is not None else None
+            block, block_at = memoryview(b""), pos   # (a file is read READ_BLOCK at a time, on a thread)
             while pos < end:
                 if answer.done.done() or not conn.usable:
-                    return  # the server answered early (a refusal) or went away: the answer says
+                    return False  # the server answered early (a refusal) or went away: the answer says
                 n = min(CHUNK, end - pos)
                 if view is not None:
                     chunk = view[pos:pos + n]
                 else:
-                    chunk = await asyncio.to_thread(os.pread, fd, n, pos)
-                    if len(chunk) != n:
-                        raise HTTPError(f"{body.path}: the file shrank while it was sent", retryable=False)
+                    if pos + n > block_at + len(block):
+                        want = min(READ_BLOCK, end - pos)
+                        block, block_at = memoryview(await asyncio.to_thread(_read, fd, want, pos, body.hashers)), pos
+                        if len(block) != want:
+                            raise HTTPError(f"{body.path}: the file shrank while it was sent", retryable=False)
+                    chunk = block[pos - block_at:pos - block_at + n]
                 if self.pacer is not None:
                     await self.pacer.take(n)
                 if not flow.drained.is_set():
@@ -228,11 +245,12 @@ class Sender:
                         conn.close(ConnectionClosed(f"{conn.origin}: nothing sent for {self.stall_timeout:g} s"))
                         raise ConnectionClosed(f"{conn.origin}: nothing sent for {self.stall_timeout:g} s") from None
                 if not conn.usable:
-                    return
+                    return False
                 conn.transport.write(chunk)
                 pos += n
                 if body.payload:
                     self.on_bytes(n)
+            return True
         finally:
             if fd is not None:
                 os.close(fd)
