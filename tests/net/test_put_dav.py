@@ -143,3 +143,19 @@ def test_a_dcache_like_door_verifies_by_its_checksums_and_a_lying_one_fails_the_
     assert code2 == 1
     errors = [e for e in events2 if e.get("event") == "error"]
     assert [e["path"] for e in errors] == ["readme.txt"] and "md5" in errors[0]["error"]
+
+
+def test_limit_rate_holds_the_upload_to_the_rate(served, env, tmp_path):
+    server = start(ApacheDav(served, writable=True))
+    try:
+        data = RNG.randbytes(3 << 20)
+        (tmp_path / "paced.bin").write_bytes(data)
+        code, events, out, err = put(env, str(tmp_path / "paced.bin"), f"dav://127.0.0.1:{server.port}/p/",
+                                     "--limit-rate", "1M")
+        assert code == 0, (out[-2000:], err[-1000:])
+        assert (served / "p" / "paced.bin").read_bytes() == data
+        summary = [e for e in events if e.get("event") == "summary"][0]
+        # 3 MiB at 1 MiB/s after a burst of 256 KiB: at least 2.75 s of sending, whatever the machine
+        assert summary["seconds"] >= 2.7, summary
+    finally:
+        server.stop()
