@@ -148,10 +148,11 @@ def config_path(environ: Mapping[str, str] | None = None) -> Path:
     return Path(base) / "dtune" / "config.toml"
 
 
-def read_config(path: Path, options: Iterable[Option], *, required: bool = False) -> dict[str, Any]:
+def read_config(path: Path, options: Iterable[Option], *, required: bool = False,
+                table: str = "get") -> dict[str, Any]:
     """The config file's keys for these options (a missing file is empty unless ``required``).
     Keys of other commands live in their own table (``[serve]``): the top level and ``[get]``
-    hold ``dtune get``'s."""
+    hold ``dtune get``'s; ``table`` names one more that overrides them (``dtune put``'s ``[put]``)."""
     try:
         with path.open("rb") as f:
             text = f.read()
@@ -173,6 +174,8 @@ def read_config(path: Path, options: Iterable[Option], *, required: bool = False
     values = {k: v for k, v in data.items() if not isinstance(v, dict)}
     if isinstance(data.get("get"), dict):
         values.update(data["get"])
+    if table != "get" and isinstance(data.get(table), dict):
+        values.update(data[table])
     unknown = sorted(set(values) - known)
     if unknown:
         raise UsageError(f"config file {path}: unknown key {unknown[0]!r} (keys are the long flags of "
@@ -189,7 +192,7 @@ class Value:
 
 def resolve(options: Iterable[Option], *, given: Mapping[str, Any] | None = None, given_origin: str = "command line",
             environ: Mapping[str, str] | None = None, config: Path | None = None,
-            use_config: bool = True) -> dict[str, Value]:
+            use_config: bool = True, table: str = "get") -> dict[str, Value]:
     """Every option's value and where it came from. ``given`` maps names to values already
     parsed (argparse's namespace) or, from Python, values to convert."""
     options = list(options)
@@ -198,7 +201,7 @@ def resolve(options: Iterable[Option], *, given: Mapping[str, Any] | None = None
            for opt in options}
     if use_config:
         path = config or config_path(env)
-        for key, raw in read_config(path, options, required=bool(env.get("DTUNE_CONFIG"))).items():
+        for key, raw in read_config(path, options, required=bool(env.get("DTUNE_CONFIG")), table=table).items():
             opt = next(o for o in options if o.key == key)
             out[opt.name] = Value(opt.convert(raw, f"config file {path}: {key}"), f"config file {path}")
     for opt in options:

@@ -60,7 +60,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sources", nargs="+", metavar="SRC", help="a local file or directory")
     p.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/, or a WebDAV collection: dav://, davs://, "
                    "http(s)://")
-    p.add_argument("--config", metavar="FILE", help="read options from this TOML file (as for get)")
+    p.add_argument("--config", metavar="FILE", help="read options from this TOML file (default $DTUNE_CONFIG, "
+                   "else ~/.config/dtune/config.toml): get's keys at its top level and in [get], put's own "
+                   "(part-size, sync, verify-read, no-resume) in a [put] table, which also overrides the others")
     add_arguments(p, [o for o in OPTIONS if o.name in USED] + PUT_OPTIONS, {**GROUPS, GROUP: GROUP_TITLE})
     p.set_defaults(func=main)
 
@@ -102,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
     sources, dest = list(args.sources), args.dest
     names = {o.name for o in [*OPTIONS, *PUT_OPTIONS]}
     resolved = resolve([*OPTIONS, *PUT_OPTIONS], given={k: v for k, v in vars(args).items() if k in names},
-                       config=Path(args.config) if args.config else None)
+                       config=Path(args.config) if args.config else None, table="put")
     values = {name: value.value for name, value in resolved.items()}
     as_json = bool(values.get("json"))
     emit = (lambda e: print(json.dumps(e, default=str), flush=True)) if as_json else \

@@ -55,3 +55,18 @@ def test_usage_errors_exit_2_with_one_line_and_no_password(argv, words, tmp_path
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "pw@" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_puts_own_keys_live_in_a_put_table_that_get_never_reads(tmp_path, monkeypatch):
+    from dtune.config import resolve
+    from dtune.options import OPTIONS
+    from dtune.upload.options import PUT_OPTIONS
+
+    conf = tmp_path / "config.toml"
+    conf.write_text('retries = 3\n[put]\npart-size = "32M"\nretries = 8\n')
+    for var in ("DTUNE_CONFIG", "DTUNE_RETRIES", "DTUNE_PART_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    put = resolve([*OPTIONS, *PUT_OPTIONS], config=conf, table="put")
+    assert put["part_size"].value == 32 << 20 and put["retries"].value == 8
+    get = resolve(OPTIONS, config=conf)
+    assert get["retries"].value == 3
