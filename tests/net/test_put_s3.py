@@ -203,3 +203,16 @@ def test_a_put_killed_mid_way_resumes_from_the_parts_s3_holds(signed, env, tmp_p
     assert s["bytes_sent"] < len(data)          # fewer bytes than the whole went up again
     assert client.get_object(Bucket="dtune-put-resume", Key="r/huge.bin")["Body"].read() == data
     assert client.list_multipart_uploads(Bucket="dtune-put-resume").get("Uploads", []) == []
+
+
+def test_a_file_under_a_large_part_size_goes_in_one_put_with_its_md5(signed, env, tmp_path):
+    client = signed.client()
+    client.create_bucket(Bucket="dtune-put-one")
+    data = RNG.randbytes(17 * MIB)
+    src = write_tree(tmp_path / "src", {"one.bin": data})
+    code, events, out, err = put({**env, **signed.env()}, str(src / "one.bin"), "s3://dtune-put-one/",
+                                 "--endpoint-url", signed.endpoint, "--part-size", "32M")
+    assert code == 0, (out[-2000:], err[-1000:])
+    done = [e for e in events if e.get("event") == "file_done"]
+    assert done[0]["verified"] == "ETag (MD5), answered by the PUT"
+    assert client.get_object(Bucket="dtune-put-one", Key="one.bin")["Body"].read() == data

@@ -171,7 +171,9 @@ class Put:
                                f"aborted ({again}); its parts stay in the bucket until aborted"})
 
     async def _whole(self, f: LocalFile) -> tuple[Remote, Sent]:
-        if f.size <= MULTIPART_THRESHOLD:
+        # in memory: small files, and every one-PUT file to S3 (its Content-MD5 comes before its bytes;
+        # up to --part-size, within S3's 5 GiB for one PUT)
+        if f.size <= MULTIPART_THRESHOLD or self.dest.multipart:
             await self.budget.take(f.size)
             try:
                 data, md5 = await asyncio.to_thread(_read, f.path, 0, f.size)
