@@ -99,7 +99,7 @@ class _Console:
 
 
 def main(args: argparse.Namespace) -> int:
-    from dtune.upload.start import put
+    from dtune.upload.start import put  # (the upload's modules: only when a put runs, not for --help)
 
     sources, dest = list(args.sources), args.dest
     names = {o.name for o in [*OPTIONS, *PUT_OPTIONS]}

@@ -55,16 +55,16 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
                       pacer=pacer(dict(values)))
 
     if lower.startswith("s3://"):
-        from dtune.discovery.s3 import s3_settings  # (S3 only)
-        from dtune.upload.s3dest import S3Destination
+        from dtune.discovery.s3 import s3_settings  # (S3 only: xml, SigV4)
+        from dtune.upload.s3dest import S3Destination  # (S3 only)
         settings, creds = s3_settings(values, env)
         access, _, _ = access_from(values, [settings.endpoint + "/"], [], env, s3=(settings, creds))
         sender = make_sender(access)
         out: Destination = S3Destination(dest, settings, sender, signed=creds is not None)
         probe = settings.endpoint + "/"
     else:
-        from dtune.discovery.urls import from_dav
-        from dtune.upload.davdest import DavDestination
+        from dtune.discovery.urls import from_dav  # (WebDAV only)
+        from dtune.upload.davdest import DavDestination  # (WebDAV only)
         plain = from_dav(dest) or dest
         access, cleaned, _ = access_from(values, [plain], [], env)
         sender = make_sender(access)
@@ -135,14 +135,14 @@ def history_row(result: PutResult, dest: str, started: datetime, status: int) ->
 
 
 def record(result: PutResult, dest: str, started: datetime, status: int, values: Mapping[str, Any]) -> int:
-    from dtune.history.lite import record as lite_record
-    from dtune.history.lite import sqlite_path
+    from dtune.history.lite import record as lite_record  # (at the end: sqlite3 only then)
+    from dtune.history.lite import sqlite_path  # (as above)
 
     row = history_row(result, dest, started, status)
     url = values.get("history")
     path = sqlite_path(url)
     if path is not None:
         return lite_record(path, row)
-    from dtune.history.store import open_store
+    from dtune.history.store import open_store  # (SQLAlchemy: only for a database other than SQLite)
     with open_store(url) as store:
         return store.record(row)
