@@ -216,3 +216,25 @@ def test_a_file_under_a_large_part_size_goes_in_one_put_with_its_md5(signed, env
     done = [e for e in events if e.get("event") == "file_done"]
     assert done[0]["verified"] == "ETag (MD5), answered by the PUT"
     assert client.get_object(Bucket="dtune-put-one", Key="one.bin")["Body"].read() == data
+
+
+def test_ctrl_c_leaves_the_upload_for_the_rerun_and_records_status_130(signed, env, tmp_path):
+    client = signed.client()
+    client.create_bucket(Bucket="dtune-put-int")
+    src = write_tree(tmp_path / "src", {"long.bin": RNG.randbytes(30 * MIB)})
+    proc = subprocess.Popen([sys.executable, "-m", "dtune", "put", str(src / "long.bin"), "s3://dtune-put-int/",
+                             "--endpoint-url", signed.endpoint, "--part-size", "5M", "-p", "1", "--limit-rate", "4M",
+                             "--json"], env={**env, **signed.env()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if json.loads(line).get("event") == "progress" and json.loads(line)["bytes_sent"] >= 11 * MIB:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert client.list_multipart_uploads(Bucket="dtune-put-int")["Uploads"]   # not aborted: resumable
+    db = Path(env["DTUNE_HISTORY"].removeprefix("sqlite:///"))
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT direction, exit_status FROM transfers WHERE source LIKE 's3://dtune-put-int/%'")
+        assert rows.fetchall() == [("put", 130)]
