@@ -334,9 +334,7 @@ class Engine:
                 except (asyncio.CancelledError, Exception):
                     pass
         for f in self.files:
-            if f.fd >= 0 or f.journal is not None:
-                f.sync()
-                f.close_files()
+            f.stop()  # (journal and close what is open; held bytes are let go)
 
     # ---- shaping: params → groups and lanes -------------------------------------
     def _reshape(self, part: Partition, *, drain: bool = False) -> None:
