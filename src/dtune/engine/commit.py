@@ -2,7 +2,7 @@
 
 Files that complete while one batch is being committed form the next batch
 (one ``syncfs`` for a whole batch is what makes many small files cheap; see
-``commit_batch``). While a batch runs, its files belong to the worker
+``files.commit_batch``). While a batch runs, its files belong to the worker
 thread: a transfer that stops meanwhile waits for that batch (``drain``)
 before it syncs and closes anything, so no file is closed under the thread.
 """
@@ -10,11 +10,9 @@ before it syncs and closes anything, so no file is closed under the thread.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 
-from dtune.engine.files import FileState
-from dtune.fileio import disk_error, syncfs
+from dtune.engine.files import FileState, commit_batch
 
 Done = Callable[[FileState, "str | None"], None]  # (file, None when committed, else the reason)
 
@@ -67,31 +65,3 @@ class Committer:
     def _report(self, batch: list[FileState], errors: list[str | None]) -> None:
         for f, error in zip(batch, errors, strict=True):
             self.done(f, error)
-
-
-def commit_batch(files: list[FileState]) -> list[str | None]:
-    """Verify, make durable, then rename each file into place. Blocking.
-
-    One file: ``fsync``. Several: one ``syncfs`` for the whole batch (one
-    journal commit instead of one per file — what makes many small files
-    cheap), falling back to ``fsync`` each where syncfs is missing or fails.
-    Data is durable before any rename, so a crash never leaves a final
-    name on missing bytes. Returns per file None (done) or the reason it failed.
-    """
-    errors = [f.verify() for f in files]
-    good = [f for f, e in zip(files, errors, strict=True) if e is None]
-    synced = False
-    if len(good) > 1:
-        synced = syncfs(good[0].fd)
-    for i, f in enumerate(files):
-        if errors[i] is not None:
-            continue
-        if not synced:
-            try:
-                os.fsync(f.fd)
-            except OSError as exc:
-                f.close_files()
-                errors[i] = str(disk_error(f.part_path, exc))
-                continue
-        errors[i] = f.finish()
-    return errors

@@ -334,7 +334,9 @@ class Engine:
                 except (asyncio.CancelledError, Exception):
                     pass
         for f in self.files:
-            f.stop()  # (journal and close what is open; held bytes are let go)
+            if f.fd >= 0 or f.journal is not None:
+                f.sync()
+                f.close_files()
 
     # ---- shaping: params → groups and lanes -------------------------------------
     def _reshape(self, part: Partition, *, drain: bool = False) -> None:

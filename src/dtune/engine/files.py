@@ -28,11 +28,10 @@ from pathlib import Path
 from dtune import checksums
 from dtune.dataset import FileSpec
 from dtune.engine.hashahead import HashAhead
-from dtune.engine.held import drop, flush
 from dtune.engine.journal import Journal, judge_header, load_journal, source_header
 from dtune.engine.ranges import RangeSet
 from dtune.errors import DiskError, DtuneError, HTTPError
-from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback
+from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback, syncfs
 from dtune.http.message import Origin, resolve_location, split_url
 from dtune.http.redact import redact_url
 from dtune.http.validators import Validators, http_time
@@ -152,8 +151,6 @@ class FileState:
         self.validators: Validators | None = None          # the primary's: recorded in the journal
         self.journal_validators: Validators | None = None  # a resumed file's, from its journal
         self.fd = -1
-        self.held: list[tuple[int, bytes]] | None = None  # a small file's body in memory (``held``)
-        self.held_size = 0                  # what it reserved of the held budget
         self.journal: Journal | None = None
         self.resumed = 0
         self.done_zero = False              # a zero-length file's response has completed
@@ -253,7 +250,6 @@ class FileState:
             rep.validators = None
         self.gen += 1
         self.close_files()
-        drop(self)
         self.done, self.ahead = RangeSet(), None
         self.breaks = []
         self.resumed = 0
@@ -442,13 +438,6 @@ class FileState:
         except OSError:
             pass  # the descriptor was closed meanwhile; the final commit syncs again
 
-    def stop(self) -> None:
-        """The transfer stops: journal what is on disk, close, and let go of held bytes. Blocking."""
-        if self.fd >= 0 or self.journal is not None:
-            self.sync()
-            self.close_files()
-        drop(self)
-
     def write_back(self) -> None:
         """Start writing this part file's dirty pages to disk, without waiting. Blocking (briefly)."""
         fd = self.fd
@@ -474,10 +463,6 @@ class FileState:
         A piece is not verified here: its bytes are part of a file another process verifies.
         """
         try:
-            if self.held is not None:  # (a small file held in memory: its part file is made now)
-                failed = flush(self)
-                if failed is not None:
-                    return self._reject(failed)
             if self.fd < 0:
                 try:  # (without O_CREAT: a create locks the directory against the loop's creates)
                     self.fd = open_nofollow(self.part_path, os.O_RDWR)
@@ -565,7 +550,6 @@ class FileState:
     def remove_working_files(self) -> None:
         """Close the part file and remove it and its journal (what is missing is no matter)."""
         self.close_files()
-        drop(self)
         for path in (self.part_path, self.journal_path):
             try:
                 os.unlink(path)
@@ -586,3 +570,31 @@ def resume_all(files: list[FileState], update: bool, verify: bool = False) -> tu
                      f"journal is for another source; left in place, the file starts over: {legacy[0]}"
                      + (f" and {len(legacy) - 1} more" if len(legacy) > 1 else ""))
     return states, notes
+
+
+def commit_batch(files: list[FileState]) -> list[str | None]:
+    """Verify, make durable, then rename each file into place. Blocking.
+
+    One file: ``fsync``. Several: one ``syncfs`` for the whole batch (one
+    journal commit instead of one per file — what makes many small files
+    cheap), falling back to ``fsync`` each where syncfs is missing or fails.
+    Data is durable before any rename, so a crash never leaves a final
+    name on missing bytes. Returns per file None (done) or the reason it failed.
+    """
+    errors = [f.verify() for f in files]
+    good = [f for f, e in zip(files, errors, strict=True) if e is None]
+    synced = False
+    if len(good) > 1:
+        synced = syncfs(good[0].fd)
+    for i, f in enumerate(files):
+        if errors[i] is not None:
+            continue
+        if not synced:
+            try:
+                os.fsync(f.fd)
+            except OSError as exc:
+                f.close_files()
+                errors[i] = str(disk_error(f.part_path, exc))
+                continue
+        errors[i] = f.finish()
+    return errors

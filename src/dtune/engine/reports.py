@@ -383,7 +383,8 @@ class FileReports:
             reason += "; replicas dropped before: " + "; ".join(f"{d['url']} ({d['reason']})" for d in f.dropped)
         f.status = "failed"
         f.gen += 1
-        f.stop()
+        f.sync()
+        f.close_files()
         kept = f.done.total()
         if not kept and f.piece is None:  # (nothing to resume: no empty part is left in DIR/.dtune)
             f.remove_working_files()

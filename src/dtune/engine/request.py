@@ -3,8 +3,7 @@
 ``RangeJob`` is the exchange a ``Connection`` reports to (see
 ``http.connection``): it checks the status and ``Content-Range`` against
 what was asked before a single byte is written, writes the body with
-``os.pwrite`` at the right offset (a small file's body waits in memory for
-its commit instead, ``engine.held``) and journals progress. It decides
+``os.pwrite`` at the right offset and journals progress. It decides
 nothing about the transfer: what it learns (the file's size, a server
 that ignores Range, a changed file, a redirect) and how it ended
 (``Finished`` or ``Failed``) go as reports (``engine.outcomes``) to the one
@@ -19,7 +18,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from dtune.engine.held import HELD, hold
 from dtune.engine.outcomes import (
     Failed,
     FileChanged,
@@ -313,9 +311,6 @@ class RangeJob:
 
     def _open(self) -> None:
         f = self.file
-        if f.held is not None or (f.fd < 0 and hold(f)):
-            self.fd = HELD  # (a small file: its bytes wait in memory for the commit, ``engine.held``)
-            return
         if f.fd < 0:
             f.open_for_write()
         self.fd = f.fd
@@ -343,15 +338,9 @@ class RangeJob:
         if not n:
             return
         try:
-            if self.fd == HELD:
-                held = self.file.held
-                if held is None:  # (let go of since: the file failed or restarted)
-                    raise ProtocolError(f"{self.file.relpath}: no longer wanted")
-                held.append((pos, bytes(data)))
-            else:
-                written = os.pwrite(self.fd, data, pos)
-                if written < n:  # short (a disk filling up): the rest, or the error that stopped it
-                    write_all(self.fd, data[written:], pos + written)
+            written = os.pwrite(self.fd, data, pos)
+            if written < n:  # short (a disk filling up): the rest, or the error that stopped it
+                write_all(self.fd, data[written:], pos + written)
         except OSError as exc:
             raise disk_error(self.file.part_path, exc) from None
         pos += n
@@ -413,7 +402,7 @@ class RangeJob:
             self.report(self, Finished())
             return
         if (isinstance(exc, ConnectionClosed) and self.status in (200, 206) and not self.discard
-                and self.fd != -1):
+                and self.fd >= 0):
             # the body ended before its framing said (a chunked body without its last chunk, or
             # fewer bytes than Content-Length): say where; retried as any lost connection
             of = f" of {self.end - self.first}" if self.end is not None else ""

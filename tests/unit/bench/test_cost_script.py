@@ -46,11 +46,6 @@ LOOP = [("runpy", "_run_code"), ("dtune.cli", "main"), ("dtune.loop", "run_async
     ([("dtune.engine.files", "verify"), ("dtune.fileio", "digest_fd")], "verify"),
     ([("dtune.engine.files", "commit_batch")], "commit"),
     ([("dtune.engine.files", "commit_batch"), ("dtune.engine.files", "FileState.finish")], "commit"),
-    ([("dtune.engine.commit", "commit_batch"), ("dtune.engine.files", "FileState.finish")], "commit"),
-    ([("dtune.engine.commit", "commit_batch"), ("dtune.engine.files", "FileState.verify"),
-      ("dtune.engine.held", "flush"), ("dtune.fileio", "write_all")], "write"),              # a held small file
-    ([("dtune.engine.commit", "commit_batch"), ("dtune.engine.files", "FileState.verify"),
-      ("dtune.engine.held", "flush"), ("dtune.engine.files", "FileState.open_for_write")], "create"),
     ([("dtune.engine.core", "_x"), ("<frozen importlib._bootstrap>", "_find_and_load")], "start-up (imports)"),
 ])
 def test_stage_of_goes_by_the_deepest_dtune_frame(cost, tail, stage):

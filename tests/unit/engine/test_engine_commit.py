@@ -20,7 +20,7 @@ from support.fakeserver import FakeServer
 
 from dtune.dataset import FileSpec
 from dtune.engine import Engine, commit
-from dtune.engine.commit import commit_batch
+from dtune.engine.files import commit_batch
 from dtune.http.memory import MemoryNetwork
 from dtune.loop import run_async
 from dtune.params import Params
