@@ -301,9 +301,6 @@ FUNC_STAGE = {
     ("dtune.engine.hashahead", "_job"): "hash-ahead",
     ("dtune.engine.files", "verify"): "verify", ("dtune.engine.files", "_check_digest"): "verify",
     ("dtune.engine.files", "finish"): "commit", ("dtune.engine.files", "commit_batch"): "commit",
-    ("dtune.engine.commit", "commit_batch"): "commit", ("dtune.engine.files", "stop"): "commit",
-    # a small file held in memory (engine.held): reserved on the loop, created and written by the commit
-    ("dtune.engine.held", "hold"): "create", ("dtune.engine.held", "flush"): "write",
     ("dtune.engine.files", "sync"): "commit", ("dtune.engine.files", "close_files"): "commit",
     ("dtune.engine.files", "resume_state"): "plan", ("dtune.engine.files", "resume_all"): "plan",
     ("dtune.engine.request", "on_headers"): "response", ("dtune.engine.request", "on_complete"): "response",
