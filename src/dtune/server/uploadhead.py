@@ -148,7 +148,7 @@ def covers(ranges: Ranges, total: int) -> bool:
     """True when ``ranges`` hold every byte of ``[0, total)``."""
     if total == 0:
         return True
-    return len(ranges) == 1 and ranges[0][0] == 0 and ranges[0][1] >= total
+    return bool(ranges) and ranges[0][0] == 0 and ranges[0][1] >= total  # (sorted and merged)
 
 
 def received_bytes(ranges: Ranges) -> int:
