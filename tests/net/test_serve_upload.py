@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 from support.rawhttp import connect, read_until_closed, status_of
-from support.realservers import DtuneServe
+from support.realservers import DtuneServe, Unavailable, make_tls_files
 
 TOKEN = "up-" + secrets.token_urlsafe(24)
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -309,6 +309,13 @@ def test_expect_chunked_and_conflicting_heads(site: tuple[Path, Path]) -> None:
         assert code == 202 and headers["dtune-received"] == "0-7"
         assert put(port, "/h.bin", b"789", {"Content-Range": "bytes 7-9/10"})[0] == 201
         assert (root / "h.bin").read_bytes() == b"0123456789"
+        # replacing an existing file in pieces: its HEAD is the file's 200, plus what the upload has
+        assert put(port, "/h.bin", b"ab", {"Content-Range": "bytes 0-1/4"})[0] == 202
+        code, headers, _ = put(port, "/h.bin", b"", method="HEAD")
+        assert code == 200 and headers["content-length"] == "10"
+        assert headers["dtune-received"] == "0-1" and headers["dtune-upload-length"] == "4"
+        assert put(port, "/h.bin", b"cd", {"Content-Range": "bytes 2-3/4"})[0] == 204
+        assert (root / "h.bin").read_bytes() == b"abcd"
         # DELETE ?upload aborts an unfinished upload and removes its part
         assert put(port, "/i.bin", b"ab", {"Content-Range": "bytes 0-1/4"})[0] == 202
         assert len(upload_area(root)) == 2  # part and journal
@@ -338,3 +345,25 @@ def test_writable_without_a_token_file_is_refused_at_start(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--writable needs --token-file" in done.stderr
     assert not (tmp_path / ".dtune").exists()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_uploads_over_https(site: tuple[Path, Path], tmp_path: Path) -> None:
+    root, token = site
+    try:
+        tls = make_tls_files(tmp_path / "tls")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    data = os.urandom(2 * MIB + 3)
+    src = tmp_path / "src.bin"
+    src.write_bytes(data)
+    with serve(root, token, "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)) as srv:
+        assert srv.url.startswith("https://")
+        auth = f"Authorization: Bearer {TOKEN}"
+        code, headers, _ = curl("--cacert", str(tls.ca), "-T", str(src), "-H", auth, srv.url + "tls/a.bin")
+        assert code == 201 and headers["repr-digest"] == repr_digest(data)
+        code, _, _ = curl("--cacert", str(tls.ca), "-T", str(src), srv.url + "tls/b.bin")  # no token
+        assert code == 401
+        code, _, body = curl("--cacert", str(tls.ca), "-H", auth, srv.url + "tls/a.bin")
+        assert code == 200 and body == data
+    assert files_under(root) == {"tls/a.bin": data}

@@ -422,9 +422,12 @@ class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
             os.close(fd)
             self._simple(req, 404)
             return None
-        return self._file(req, is_get, fd, st, target.relbytes)
+        uploads = self._srv.uploads
+        pending = uploads.fields_for(target.relbytes) if uploads is not None and uploads.entries else ""
+        return self._file(req, is_get, fd, st, target.relbytes, pending)
 
-    def _file(self, req: Request, is_get: bool, fd: int, st: os.stat_result, name: bytes):  # type: ignore[no-untyped-def]
+    def _file(self, req: Request, is_get: bool, fd: int, st: os.stat_result, name: bytes,  # type: ignore[no-untyped-def]
+              pending: str = ""):
         size = st.st_size
         mtime = int(st.st_mtime)
         etag = etag_for(size, st.st_mtime_ns)
@@ -439,7 +442,8 @@ class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
             status, start, length = plan.status, plan.start, plan.length
         else:
             status, start, length = 200, 0, size
-        validators = f"ETag: {etag}\r\nLast-Modified: {http_date(mtime)}\r\nAccept-Ranges: bytes\r\n"
+        # (``pending``: Dtune-Received of an unfinished upload replacing this file, ``--writable``)
+        validators = f"ETag: {etag}\r\nLast-Modified: {http_date(mtime)}\r\nAccept-Ranges: bytes\r\n{pending}"
         if status == 304:
             os.close(fd)
             self._out.append(self._head(304, req, None, validators))
