@@ -282,6 +282,14 @@ def test_expect_chunked_and_conflicting_heads(site: tuple[Path, Path]) -> None:
             final = sock.recv(1000)
             assert status_of(final) == 201
         assert (root / "e.bin").read_bytes() == b"hello"
+        # pipelined behind a GET, the body sent without waiting: the 100 is owed no more, none follows the 201
+        get = f"GET /e.bin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+        with connect(port) as sock:  # (kept open: a stray 100 would come after the 201)
+            sock.sendall(get + head_of("/e2.bin", "Content-Length: 5", "Expect: 100-continue") + b"world")
+            data, _ = read_until_closed(sock, 1.5)
+        assert status_of(data) == 200 and b"HTTP/1.1 201 Created" in data, data[:400]
+        assert b"100 Continue" not in data.partition(b"HTTP/1.1 201")[2]
+        assert (root / "e2.bin").read_bytes() == b"world"
         # without the token, or too big: the final answer comes at once, without 100 and without reading the body
         for answer, lines, token_sent in ((401, ["Content-Length: 5"], False),
                                           (413, [f"Content-Length: {(64 << 30) + 1}"], True),

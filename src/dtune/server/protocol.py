@@ -119,7 +119,7 @@ class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
         self._queue: deque[Request] = deque()
         self._reader = RequestReader(server.config, self._queue,
                                      self._upload_head if server.uploads is not None else None)
-        self._continue_due = False  # a 100 Continue to send once the answers before it are out
+        self._continue_due: Request | None = None  # owes a 100 Continue once the answers before it are out
         self._lingering = False
         self._out: list[bytes] = []
         self._out_bytes = 0
@@ -240,8 +240,8 @@ class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
             if self._closed:
                 return
         self._flush()
-        if self._continue_due and not self._closed:
-            self._continue_due = False
+        if self._continue_due is not None and not self._closed:
+            self._continue_due = None  # (cleared when its body came complete without waiting for it)
             self._transport.write(CONTINUE)  # type: ignore[union-attr]
         if answered:  # idle from the last answer on (bytes that start no request do not count)
             self._idle_since = self._loop.time()
@@ -362,6 +362,8 @@ class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
             self._simple(req, req.error, req.fields, (req.reason + "\n").encode() if req.reason else None)
             return None
         if req.upload is not None:
+            if self._continue_due is req:  # the client sent the body without waiting: no 100 after the answer
+                self._continue_due = None
             sink, req.upload = req.upload, None
             return self._answer_upload(req, sink)
         if self._overflow:

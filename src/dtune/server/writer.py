@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import httptools
 
 from dtune.server.auth import denial
+from dtune.server.confine import status_of
 from dtune.server.paths import PathRejected, Target, split_target
 from dtune.server.uploadhead import (
     HeadError,
@@ -59,7 +60,7 @@ class UploadHandler:
         _waiting: bool
         _overflow: bool
         _token: bytes | None
-        _continue_due: bool
+        _continue_due: Request | None
 
         def _simple(self, req: Request, status: int, fields: str = "", body: bytes | None = None) -> None: ...
 
@@ -95,11 +96,13 @@ class UploadHandler:
             raise Refusal(exc.status, exc.reason, now=now) from None
         except PathRejected as exc:
             raise Refusal(exc.status, str(exc), now=now) from None
+        except OSError as exc:  # the part or the journal could not be written
+            raise Refusal(status_of(exc), f"cannot start the upload: {exc.strerror}", now=now) from None
         if expect is not None and not req.http10:
             if self._task is None and not self._queue:
                 self._transport.write(CONTINUE)  # type: ignore[union-attr]
             else:  # after the answers before it (``_pump``)
-                self._continue_due = True
+                self._continue_due = req
         return sink
 
     def _judge(self, req: Request, length: int, chunked: bool, expect: bytes | None) -> Sink:
