@@ -36,7 +36,9 @@ request either accepts everywhere or nowhere. The head deadline is Apache's
 after 20 s however busy it keeps the socket. The idle keep-alive is between
 Apache's 5 s (too short for a tuner that pauses between partitions) and
 nginx's 75 s (holds descriptors of crashed clients longer than needed).
-Bodies are discarded (only GET and HEAD are served), so 64 KiB is plenty.
+Bodies of requests other than uploads are discarded (only GET and HEAD
+are served; upload bodies go to disk, bounded by ``max_upload_size``), so
+64 KiB is plenty.
 512 connections covers dtune's largest cc × p with room for several clients.
 
 When all 512 places are taken, a new connection is not refused at once: it

@@ -80,10 +80,12 @@ from dtune.server.writer import CONTINUE, UploadHandler
 STATS_PATH = b"/.well-known/dtune/stats"
 
 REASONS = {
-    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 206: "Partial Content", 301: "Moved Permanently", 304: "Not Modified",
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 206: "Partial Content",
+    301: "Moved Permanently", 304: "Not Modified",
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-    409: "Conflict", 411: "Length Required", 413: "Content Too Large", 417: "Expectation Failed", 507: "Insufficient Storage", 414: "URI Too Long", 416: "Range Not Satisfiable",
-    431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
+    409: "Conflict", 411: "Length Required", 413: "Content Too Large", 414: "URI Too Long",
+    416: "Range Not Satisfiable", 417: "Expectation Failed", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 503: "Service Unavailable", 507: "Insufficient Storage",
 }
 SERVER_NAME = f"dtune/{__version__}"
 _MIME: dict[bytes, str] = {}
