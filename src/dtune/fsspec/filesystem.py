@@ -15,11 +15,16 @@ from dtune.api import aget, aget_files, resolve_options, with_header_list
 from dtune.discovery.urls import requote_url
 from dtune.fsspec.listing import LISTING_ACCEPT, LISTING_MAX_BYTES, directory_entries
 from dtune.fsspec.session import OriginBoundSession
+from dtune.fsspec.whole import fetch_whole
 from dtune.http.auth import parse_headers
 from dtune.options import OPTIONS
 
 # Characters a URL cannot carry raw: a URL holding one is percent-encoded (requote_url).
 _RAW = frozenset(' \t"<>\\^`{|}')
+
+# ``cat`` of at least this many whole files goes through one dtune transfer; fewer (one file, a
+# single read) stay one aiohttp request, as a transfer's set-up costs more than it gains there.
+CAT_THROUGH_DTUNE = 2
 
 
 def _dtune_option_names() -> set[str]:
@@ -117,6 +122,36 @@ class DtuneFileSystem(HTTPFileSystem, ChainedFileSystem):
         if path.endswith("/") and await self._isdir(path):
             return False
         return await super()._isfile(path, **kwargs)
+
+    # -- cat of several files through dtune -----------------------------------------------------
+
+    async def _cat(self, path: str | list[str], recursive: bool = False, on_error: str = "raise",
+                   batch_size: int | None = None, **kwargs: Any) -> bytes | dict[str, Any]:
+        """The bytes of ``path`` (a URL, a glob, a list of them; ``recursive=True``: the files
+        of a directory's tree), as fsspec's ``cat``: one path's bytes, else ``{url: bytes}``.
+
+        Whole files, ``CAT_THROUGH_DTUNE`` or more of them, come in ONE dtune transfer (tuned,
+        verified, in the history), fetched into a private ``dtune-`` temporary directory that is
+        removed afterwards, then read back; fewer, or a ``start``/``end`` range of each, are
+        fsspec's aiohttp reads. Directories hold no bytes of their own and are left out.
+        ``on_error``: "raise" (the first failure), "omit" (failed paths left out) or "return"
+        (the exception in the path's place), as fsspec's ``cat``."""
+        if on_error not in ("raise", "omit", "return"):
+            raise ValueError(f"on_error={on_error!r}: 'raise', 'omit' or 'return'")
+        ranged = kwargs.get("start") is not None or kwargs.get("end") is not None
+        paths = await self._expand_path(path, recursive=recursive)
+        files = [p for p in paths if not p.endswith("/")] if recursive else paths
+        if (ranged or len(files) < CAT_THROUGH_DTUNE or set(kwargs) - {"start", "end"}
+                or any(p.endswith("/") for p in files)):   # a directory page asked for as such
+            return await super()._cat(path, recursive=recursive, on_error=on_error,
+                                      batch_size=batch_size, **kwargs)
+        fetched = await fetch_whole(files, **self.dtune_options)
+        if on_error == "raise":
+            failed = next((v for v in fetched.values() if isinstance(v, BaseException)), None)
+            if failed is not None:
+                raise failed
+        return {url: value for url, value in fetched.items()
+                if on_error != "omit" or not isinstance(value, BaseException)}
 
     # -- get through dtune ----------------------------------------------------------------------
 
