@@ -5,8 +5,8 @@ themselves with: the suite of the installed fsspec runs, unchanged, on any machi
 ``test`` extra. Its ``get`` tests (``AbstractGetTests``: files, directories, globs, lists,
 ``maxdepth``, trailing slashes, into new and existing local directories) apply to dtune, whose
 ``get`` is its own. The remote trees the tests read are written by fsspec's own scenario
-builders (``_bulk_operations_scenario_0``, ...) into a directory nginx serves, each test in a
-fresh sub-directory; ``fs`` is ``fsspec.filesystem("dtune")``.
+builders (``_bulk_operations_scenario_0``, ...) into a directory that nginx (its JSON index)
+or ``dtune serve`` (its manifest) serves, each test in a fresh sub-directory; ``fs`` is ``fsspec.filesystem("dtune")``.
 
 What cannot apply to a read-only HTTP filesystem is skipped by name, with the reason
 (``NOT_APPLICABLE``). fsspec's HTTP tests proper (``fsspec/implementations/tests/test_http.py``)
@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realservers import Nginx, Unavailable, public_dir
+from support.harness import child_env
+from support.realservers import DtuneServe, Nginx, Unavailable, public_dir
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
@@ -45,16 +46,29 @@ WRITING_SUITES = {
 }
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[Path, str]]:
+SERVERS = ["nginx-json", "dtune-manifest"]
+
+
+def suite_name(name: str) -> str:
+    """pytest's name for a test as fsspec's suite has it: without the server's parameter."""
+    for server in SERVERS:
+        name = name.replace(f"[{server}]", "").replace(f"[{server}-", "[")
+    return name
+
+
+@pytest.fixture(scope="module", params=SERVERS)
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
+    """A directory served by nginx (its JSON index) or by ``dtune serve`` (its manifest)."""
     root = public_dir("dtune-test-abstract-")
+    server = (Nginx(root) if request.param == "nginx-json"
+              else DtuneServe(root, env=child_env(tmp_path_factory.mktemp("serve"))))
     try:
-        server = Nginx(root).start()
+        server.start()
     except Unavailable as exc:
         shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"nginx not available: {exc}")
+        pytest.skip(f"{request.param} not available: {exc}")
     try:
-        yield root, server.base
+        yield root, server.base.rstrip("/")
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -69,8 +83,9 @@ class ServedFixtures(abstract.AbstractFixtures):
 
     @pytest.fixture(autouse=True)
     def _dtune_filesystem(self, request: pytest.FixtureRequest) -> Iterator[None]:
-        if request.node.name in NOT_APPLICABLE:
-            pytest.skip(NOT_APPLICABLE[request.node.name])
+        name = suite_name(request.node.name)
+        if name in NOT_APPLICABLE:
+            pytest.skip(NOT_APPLICABLE[name])
         fsspec.register_implementation("dtune", "dtune.fsspec.DtuneFileSystem", clobber=True)
         fsspec.filesystem("dtune").clear_instance_cache()
         yield
