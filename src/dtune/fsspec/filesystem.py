@@ -3,6 +3,7 @@ docstring says which read goes where)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 from urllib.parse import unquote
@@ -23,6 +24,8 @@ from dtune.http.auth import parse_headers
 from dtune.options import OPTIONS
 
 # Characters a URL cannot carry raw: a URL holding one is percent-encoded (requote_url).
+log = logging.getLogger(__name__)
+
 _RAW = frozenset(' \t"<>\\^`{|}')
 
 # ``cat`` of at least this many whole files goes through one dtune transfer; fewer (one file, a
@@ -190,16 +193,20 @@ class DtuneFileSystem(HTTPFileSystem, ChainedFileSystem):
                 raise ValueError("a list of local paths needs as many file URLs (no directory URL)")
             pairs = [(u, os.fspath(p)) for u, p in zip(urls, lpath, strict=True)]
             return await _fetch(pairs, progress, options)
-        given = rpath if isinstance(rpath, list) else rpath   # as given: its trailing "/" counts
+        given: str | list[str] = rpath
         stripped = [self._strip_protocol(u) for u in rpath] if isinstance(rpath, list) else self._strip_protocol(rpath)
         entries = await self._expand_entries(stripped if isinstance(stripped, list) else [stripped],
                                              recursive, maxdepth)
         if isinstance(given, str) and (not recursive or maxdepth is not None):
-            entries = [(u, d) for u, d in entries if not d]   # fsspec: no directory of its own
-            if not entries:
+            files = [(u, d) for u, d in entries if not d]   # fsspec: no directory of its own
+            if not files:
+                if not recursive:
+                    log.warning("%s: a directory (or only directories); fetching nothing, as fsspec's get "
+                                "does: pass recursive=True for the tree", given)
                 return []
+            entries = files
         local = make_path_posix(os.fspath(lpath))
-        if isinstance(given, str):
+        if isinstance(rpath, str) and isinstance(stripped, str):   # its trailing "/" counts
             given = stripped + ("/" if rpath.endswith("/") and not stripped.endswith("/") else "")
         targets = local_targets(given, entries, local, dest_is_dir=_is_dir(local))
         for _, path, is_dir in targets:
