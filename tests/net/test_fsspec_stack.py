@@ -255,6 +255,11 @@ def test_headers_reach_the_server_through_chains_reads_and_get(guarded: str, tmp
     fs.get(guarded + "/tree/", str(tmp_path / "tree") + "/", recursive=True)
     assert (tmp_path / "tree" / "sub" / "deeper" / "d.bin").stat().st_size == 40
     assert history_sources() == [guarded + "/nc/part1.nc", guarded + "/tree/"]
+    pair = [guarded + "/tree/a.bin", guarded + "/tree/notes.txt"]
+    assert fs.cat(pair) == {url: (tmp_path / "tree" / url.rsplit("/", 1)[1]).read_bytes() for url in pair}
+    assert len(history_sources()) == 3   # the cat of two files: one transfer, with the header
+    with pytest.raises(Exception, match="401"):
+        fsspec.filesystem("dtune", skip_instance_cache=True).cat(pair)
 
 
 def test_headers_are_not_sent_to_another_origin_a_redirect_leads_to(guarded: str, other: str) -> None:
