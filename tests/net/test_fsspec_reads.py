@@ -155,6 +155,16 @@ def test_cat_honours_on_error_as_fsspec_does(nginx: str, _fresh: Path) -> None:
     assert list(_fresh.iterdir()) == []   # removed on error too
 
 
+def test_a_mappers_getitems_is_one_transfer_and_a_missing_key_is_missing(nginx: str) -> None:
+    """What zarr 2 batches its chunk reads with: fsspec's ``FSMap.getitems``, a ``cat`` of a list."""
+    mapper = fsspec.get_mapper("dtune::" + nginx + "/many")
+    got = mapper.getitems(["a.bin", "c.txt", "missing.bin"], on_error="omit")
+    assert got == {"a.bin": content("many/a.bin", 1000), "c.txt": content("many/c.txt", 5)}
+    with pytest.raises(KeyError):
+        mapper.getitems(["a.bin", "missing.bin"])
+    assert history_file_counts() == [3, 2]
+
+
 # -- ranges and open ---------------------------------------------------------------------------------
 
 def test_cat_file_ranges_are_byte_exact(nginx: str) -> None:
