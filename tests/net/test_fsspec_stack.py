@@ -258,7 +258,7 @@ def test_headers_reach_the_server_through_chains_reads_and_get(guarded: str, tmp
     pair = [guarded + "/tree/a.bin", guarded + "/tree/notes.txt"]
     assert fs.cat(pair) == {url: (tmp_path / "tree" / url.rsplit("/", 1)[1]).read_bytes() for url in pair}
     assert len(history_sources()) == 3   # the cat of two files: one transfer, with the header
-    with pytest.raises(Exception, match="401"):
+    with pytest.raises(PermissionError, match="401"):
         fsspec.filesystem("dtune", skip_instance_cache=True).cat(pair)
 
 

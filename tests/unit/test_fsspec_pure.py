@@ -206,3 +206,13 @@ def test_local_targets_never_leave_lpath(names: list[str], trailing: bool, dest_
         return
     for _, path, _ in got:
         assert path == "/t/out" or path.startswith("/t/out/")
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    ("server answered 404", FileNotFoundError), ("server answered 410", FileNotFoundError),
+    ("127.0.0.1 answered 401: give the credentials", PermissionError), ("h answered 403", PermissionError),
+    ("size changed: 4040 bytes, was 404", OSError), (None, OSError)])
+def test_a_file_a_transfer_could_not_fetch_is_the_exception_fsspec_would_give(error, kind) -> None:
+    from dtune.fsspec.whole import failure
+    exc = failure("http://h/x.nc", error)
+    assert type(exc) is kind and str(exc).startswith("http://h/x.nc: ")
