@@ -118,7 +118,8 @@ def test_cat_of_a_list_a_glob_and_a_tree_is_one_dtune_transfer_each(nginx: str, 
     assert fs.cat(nginx + "/many/*.bin") == expected(nginx, "many/a.bin", "many/b.bin", "many/empty.bin")
     tree = [r for r in FILES if r.startswith("many/")]
     assert fs.cat(nginx + "/many/", recursive=True) == expected(nginx, *tree)
-    assert history_file_counts() == [4, 3, len(tree)]   # one transfer for each cat, of all its files
+    assert fs.cat(nginx + "/many", recursive=True) == expected(nginx, *tree)   # redirected to many/
+    assert history_file_counts() == [4, 3, len(tree), len(tree)]   # one transfer for each cat, of all its files
     assert list(_fresh.iterdir()) == []   # the private download directories are gone
 
 

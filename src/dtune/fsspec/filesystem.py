@@ -160,8 +160,11 @@ class DtuneFileSystem(HTTPFileSystem, ChainedFileSystem):
         if on_error not in ("raise", "omit", "return"):
             raise ValueError(f"on_error={on_error!r}: 'raise', 'omit' or 'return'")
         ranged = kwargs.get("start") is not None or kwargs.get("end") is not None
-        paths = await self._expand_path(path, recursive=recursive)
-        files = [p for p in paths if not p.endswith("/")] if recursive else paths
+        if recursive:   # the listings' types: a directory named without its "/" is one too
+            listed = [self._strip_protocol(p) for p in (path if isinstance(path, list) else [path])]
+            files = [url for url, is_dir in await self._expand_entries(listed, True, None) if not is_dir]
+        else:
+            files = await self._expand_path(path)
         if (ranged or len(files) < CAT_THROUGH_DTUNE or set(kwargs) - {"start", "end"}
                 or any(p.endswith("/") for p in files)):   # a directory page asked for as such
             return await super()._cat(path, recursive=recursive, on_error=on_error,
