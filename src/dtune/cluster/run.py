@@ -34,6 +34,7 @@ from dtune.cluster.conduct import Conductor
 from dtune.cluster.local import Quiet, close_local, local_cluster
 from dtune.cluster.messages import ShardResult, ShardTask
 from dtune.cluster.shard import ShardPlan, cap_share, pack, pieces_of, place
+from dtune.cluster.timeline import relative
 from dtune.cluster.watch import ShardWatch, limit_for
 from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
@@ -140,6 +141,7 @@ class Session:
         self.found = found
         self.stop = threading.Event()
         self.topic = f"dtune-{uuid.uuid4().hex[:12]}"
+        self.t0 = time.time()   # the parent's start: the shards' timelines count from here
         self.address = plan.cluster or "local"
         self._connected = time.monotonic()
         self.watch = ShardWatch(limit_for(plan.options.stall_timeout), time.monotonic())
@@ -258,11 +260,13 @@ class Session:
         free = list(workers)
         running: dict[str, list[ShardTask]] = {}      # node → the tasks placed on it, oldest first
         placed: dict[str, tuple[str, ShardTask]] = {}  # future key → (node, task)
+        submitted: dict[int, float] = {}               # shard → when it went out (wall clock)
 
         def submit(i: int, node: str) -> None:
             t = waiting.pop(i)
             future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t.shard}",
                                    workers=[node], allow_other_workers=True)
+            submitted[t.shard] = time.time()
             futures.append(future)
             pending.append(future)
             if node in free:
@@ -306,6 +310,9 @@ class Session:
                     self.watch.finished(r.shard)
                 self.aggregate.finished.add((r.node, r.shard))
                 results.append(r)
+                times = {"submitted": submitted.get(r.shard, self.t0), **r.times, "done": time.time()}
+                self.emit({"event": "shard_timeline", "node": r.node, "shard": r.shard, "bytes": r.bytes,
+                           **relative(times, self.t0), "done": round(times["done"] - self.t0, 3)})
                 place_next()
         finally:
             try:

@@ -18,11 +18,13 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from dtune.cluster.marker import check_marker
 from dtune.cluster.messages import ShardResult, ShardTask
+from dtune.cluster.timeline import Stamps
 from dtune.config import Value
 from dtune.engine import Engine
 from dtune.errors import DtuneError
@@ -97,6 +99,8 @@ def run_shard(task: ShardTask) -> ShardResult:
     Runs in a worker thread: the engine gets an event loop of its own."""
     from distributed import get_worker  # (Dask's own: installed where workers run, not for a plain get)
 
+    stamps = Stamps()
+    stamps.mark("started", time.time())
     worker = get_worker()
     node = worker.address
     problem = check_marker(task.marker, task.token)
@@ -115,7 +119,10 @@ def run_shard(task: ShardTask) -> ShardResult:
 
     _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
     try:
-        return asyncio.run(_run(task, node, send))
+        result = asyncio.run(_run(task, node, send, stamps))
+        stamps.mark("ended", time.time())
+        result.times = dict(stamps.times)
+        return result
     finally:
         _RUNNING[topic] -= 1
         if _RUNNING[topic] <= 0:
@@ -149,7 +156,7 @@ async def _room(topic: str, share: int, mine: int) -> None:
         await asyncio.sleep(ROOM_POLL)
 
 
-async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> ShardResult:
+async def _run(task: ShardTask, node: str, send: Callable[[dict], None], stamps: Stamps) -> ShardResult:
     topic = task.topic
     request = shard_request(task, _RUNNING.get(topic, 1))
     paths = [Path(p) for p in task.paths]
@@ -165,6 +172,8 @@ async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> Shar
               "committing": bool(engines) and engines[0].committing})
 
     def built(engine: Engine) -> None:
+        stamps.mark("engine", time.time())
+        engine.control_listeners.append(lambda snap: stamps.note(time.time(), snap.bytes))
         engines.append(engine)
         with _ENGINES_LOCK:
             _ENGINES.setdefault(topic, []).append(engine)
