@@ -28,6 +28,7 @@ from dtune.cluster.timeline import Stamps
 from dtune.config import Value
 from dtune.engine import Engine
 from dtune.errors import DtuneError
+from dtune.loop import run_quietly
 from dtune.transfer import Shard, TransferRequest, request_from, run
 from dtune.transfer.events import progress_event
 
@@ -96,7 +97,8 @@ def _plain(event: dict) -> dict:
 def run_shard(task: ShardTask) -> ShardResult:
     """Fetch one shard; return what it did.
 
-    Runs in a worker thread: the engine gets an event loop of its own."""
+    Runs in a worker thread: the engine gets an event loop of its own (``loop.run_quietly``:
+    uvloop when installed, no signal handler: the thread is Dask's)."""
     from distributed import get_worker  # (Dask's own: installed where workers run, not for a plain get)
 
     stamps = Stamps()
@@ -119,7 +121,8 @@ def run_shard(task: ShardTask) -> ShardResult:
 
     _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
     try:
-        result = asyncio.run(_run(task, node, send, stamps))
+        # (uvloop where installed, as the ``dtune`` program runs; docs/benchmarks.md "Scale-out")
+        result = run_quietly(_run(task, node, send, stamps))
         stamps.mark("ended", time.time())
         result.times = dict(stamps.times)
         return result
