@@ -14,8 +14,8 @@ Reads each DIR's ``results.csv`` (every run's wall seconds, as ``dtune bench`` t
   between with no shard of its own running; then the run's shard sizes, the spread of the nodes'
   last bytes (the tail: nodes idle while the last one ends) and the parent's end after the last
   byte (commit of split files, gathering);
-* per static-split run and node (each ``dtune get``'s own ``start`` and ``summary`` events,
-  seconds since its own process started the transfer): its engine's start, its end and bytes.
+* per static-split run and node (each ``dtune get``'s own ``summary``): the seconds of its own
+  transfer (from its listing to its end; its process start-up not counted) and its bytes.
 
 ``--csv`` writes one row per (run, node), ``--plot`` a timeline of every node's span per run.
 """
@@ -74,18 +74,13 @@ def cluster_nodes(run: dict) -> tuple[dict[str, dict], dict]:
 
 
 def split_nodes(run: dict) -> dict[str, dict]:
-    """Per node of a static-split run: its ``start`` (engine start) and ``summary`` (end), in
-    the order they came (the processes share one log: the n-th start and summary of equal bytes
-    are one node's)."""
-    starts = [e for e in run["events"] if e.get("event") == "start"]
-    ends = [e for e in run["events"] if e.get("event") == "summary"]
-    out = {}
-    for i, end in enumerate(sorted(ends, key=lambda e: e.get("seconds", 0.0))):
-        match = next((s for s in starts if s.get("bytes") == end.get("bytes")), None)
-        out[f"node {i + 1}"] = {"start": match.get("t") if match else None, "first_byte": None,
-                                "last_byte": end.get("seconds"), "bytes": end.get("bytes", 0), "shards": 1,
-                                "gap": 0.0}
-    return out
+    """Per node of a static-split run, in the order they ended: its own transfer's seconds (its
+    ``summary``) and bytes. (The nodes' processes share one log, and their events name no
+    node: their start and first byte are not told apart.)"""
+    ends = sorted((e for e in run["events"] if e.get("event") == "summary"), key=lambda e: e.get("seconds", 0.0))
+    return {f"node {i + 1}": {"start": None, "first_byte": None, "last_byte": end.get("seconds"),
+                              "bytes": end.get("bytes", 0), "shards": 1, "gap": 0.0}
+            for i, end in enumerate(ends)}
 
 
 def fmt(value: float | None) -> str:
