@@ -70,6 +70,9 @@ def cluster_nodes(run: dict) -> tuple[dict[str, dict], dict]:
     sizes = sorted((int(s.get("bytes", 0)) for s in shards), reverse=True)
     return per, {"shards": sizes, "tail": round(max(lasts) - min(lasts), 3) if lasts else None,
                  "last_byte": max(lasts) if lasts else None, "reached": cluster.get("start_seconds"),
+                 "checked": cluster.get("checked_at"), "listed": cluster.get("listed_at"),
+                 "packed": cluster.get("at"), "submitted": min((s["submitted"] for s in shards if "submitted" in s),
+                                                               default=None),
                  "parent_seconds": summary.get("seconds")}
 
 
@@ -117,7 +120,9 @@ def main() -> None:
         if any(e.get("event") == "shard_timeline" for e in r["events"]):
             per, info = cluster_nodes(r)
             print(f"\n{r['dir']} {r['variant']} run {r['run']}: {r['seconds']:.2f} s (bench), parent "
-                  f"{fmt(info['parent_seconds'])} s; cluster reached at {fmt(info['reached'])} s; shards (MB) "
+                  f"{fmt(info['parent_seconds'])} s; cluster reached at {fmt(info['reached'])} s, nodes checked at "
+                  f"{fmt(info['checked'])} s, dataset listed at {fmt(info['listed'])} s, packed at "
+                  f"{fmt(info['packed'])} s, first shard out at {fmt(info['submitted'])} s; shards (MB) "
                   f"{', '.join(f'{b / 1e6:.0f}' for b in info['shards'])}; nodes' last bytes spread "
                   f"{fmt(info['tail'])} s; parent ends {fmt((info['parent_seconds'] or 0) - (info['last_byte'] or 0))} "
                   f"s after the last byte")

@@ -228,8 +228,10 @@ class Session:
         for node, problem in sorted(seen.items()):
             if problem is not None:
                 raise markers_error(node, problem)
+        checked = time.time() - self.t0
         if self.found is not None:
             self.specs, self.paths = self.found.result()
+        listed = time.time() - self.t0
         nodes = len(workers)
         listings: dict[Path, set[str]] = {}
         whole = [not splittable(s, p, listings) for s, p in zip(self.specs, self.paths, strict=True)]
@@ -242,7 +244,8 @@ class Session:
         if nodes > 1 and conducted(self.plan):
             self.conductor = Conductor(workers, cap)
         self.emit({"event": "cluster", "scheduler": self.address, "workers": workers,
-                   "start_seconds": round(started, 3), "shards": len(shards),
+                   "start_seconds": round(started, 3), "checked_at": round(checked, 3), "listed_at": round(listed, 3),
+                   "at": round(time.time() - self.t0, 3), "shards": len(shards),
                    "split_files": len(split_files), "cap_per_node": cap, "cap": self.plan.max_per_host,
                    "reason": [TUNER_NOTE]})
         tasks = [self.task(shard, cap, path, token) for shard in shards]
