@@ -36,7 +36,7 @@ from dtune.cluster.messages import ShardResult, ShardTask
 from dtune.cluster.shard import ShardPlan, cap_share, pack, pieces_of, place
 from dtune.cluster.timeline import relative
 from dtune.cluster.watch import ShardWatch, limit_for
-from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
+from dtune.cluster.worker import NodeError, check_node, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.result import TransferResult
 from dtune.errors import DtuneError
@@ -221,7 +221,7 @@ class Session:
 
         # every node sees the parent's output directory, or nothing moves
         try:
-            seen = client.run(markers.check_marker, path, token)
+            seen = client.run(check_node, path, token)
         except (ImportError, AttributeError, TypeError) as exc:  # an old dtune, or none, on a worker
             raise DtuneError(f"cluster {self.address}: a worker cannot run dtune's shards ({type(exc).__name__}: "
                              f"{exc}): install this dtune on every worker") from None

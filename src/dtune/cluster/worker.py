@@ -85,6 +85,13 @@ def limit_reader(topic: str, cap: int | None = None):  # noqa: ANN201 (a callabl
     return read
 
 
+def check_node(marker: str, token: str) -> str | None:
+    """Run on every worker by the parent while it lists the dataset: the shared-output marker's
+    check (``marker.check_marker``). Called here, in the module of ``run_shard``, it also loads
+    the engine on the worker then, not when the first shard arrives."""
+    return check_marker(marker, token)
+
+
 class NodeError(DtuneError):
     """This node must not fetch: it does not see the parent's output directory."""
 
