@@ -1,19 +1,13 @@
-"""Packing a dataset into shards: pure, on sizes alone.
+"""Packing a dataset into shards of about equal bytes: pure, on sizes alone.
 
 Rules (docs/cluster.md):
 
-* shards in rounds of ``nodes`` shards each, every round half the bytes the rounds before it
-  left (``tapered``: 1/2, 1/4, 1/8 and the last 1/8 of the dataset), largest first in the
-  queue: the nodes start on large shards, and the small ones at the end go, one at a time, to
-  the node that finishes each first, so that the nodes end together to within a small
-  shard's time even when their rates differ (equal shards, two per node, left a node 15 %
-  slower than the others the last third of the end alone: docs/benchmarks.md, "Scale-out");
-  no shard smaller than ``MIN_SHARD`` (fewer rounds on a small dataset). ``per_node=k``:
-  ``k × nodes`` shards of equal bytes instead (the rule before);
+* about ``per_node × nodes`` shards, so that the queue balances a slow node: a node that
+  finishes early takes the next shard;
 * a file larger than ``total / nodes`` (and than two ``min_piece``) is split by byte range
-  into pieces of about one first-round shard each; every other file stays whole;
-* pieces and whole files are placed largest first, each into the shard with the most room
-  left below its target (longest processing time first): small files fill the gaps, grouped.
+  into pieces of about one shard each; every other file stays whole;
+* pieces and whole files are placed largest first, each into the shard with the fewest bytes
+  so far (longest processing time first): small files fill the gaps, grouped.
 
 Files of unknown size are never split; they weigh the mean known size (1 byte when no size is
 known, so that they are spread by count).
@@ -25,8 +19,8 @@ import heapq
 from dataclasses import dataclass, field
 
 MIB = 1 << 20
-ROUNDS = 4            # rounds of tapered shards: 1/2, 1/4, 1/8 and 1/8 of the dataset (``tapered``)
-MIN_SHARD = 32 * MIB  # no tapered shard smaller: each is one more start and tail of an engine (docs/scale.md)
+PER_NODE = 2          # shards per node: a node that finishes early takes the next shard; each shard is one
+                      # more start and tail of an engine (docs/scale.md: 3 per node ran at 0.94x the rate of 1, 2 at 0.985x)
 MIN_PIECE = 8 * MIB   # a piece smaller than this costs more in requests and journals than it balances
 
 
@@ -58,70 +52,39 @@ def split_points(size: int, pieces: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1]) for i in range(pieces)]
 
 
-def tapered(total: int, nodes: int, *, rounds: int = ROUNDS, min_shard: int = MIN_SHARD) -> list[int]:
-    """Target bytes of each shard, largest first: ``rounds`` rounds of ``nodes`` shards, each
-    round half of what the rounds before it left and the last round the rest (1/2, 1/4, ..., the
-    last two alike), in fewer rounds when a round's shards would be smaller than ``min_shard``
-    (one round, ``nodes`` shards, at the least). Pure; sums to ``total``."""
-    nodes = max(1, nodes)
-    if total <= 0:
-        return [0] * nodes
-    while rounds > 1 and total // (nodes * 2 ** (rounds - 1)) < min_shard:
-        rounds -= 1
-    out: list[int] = []
-    left = total
-    for r in range(rounds):
-        part = left if r == rounds - 1 else left // 2
-        out.extend(part * (i + 1) // nodes - part * i // nodes for i in range(nodes))
-        left -= part
-    return out
-
-
-def pack(sizes: list[int | None], nodes: int, *, per_node: int | None = None,
-         min_piece: int = MIN_PIECE, whole: list[bool] | None = None,
-         rounds: int = ROUNDS, min_shard: int = MIN_SHARD) -> list[ShardPlan]:
-    """Shards for files of ``sizes`` (bytes; None: unknown) on ``nodes`` nodes, by the rules above,
-    in queue order (largest first, ids in that order); ``whole[i]``: file i is never split (it is
-    complete in place: the engine judges it whole). Every byte of every file is in exactly one
-    unit; no shard is empty."""
+def pack(sizes: list[int | None], nodes: int, *, per_node: int = PER_NODE,
+         min_piece: int = MIN_PIECE, whole: list[bool] | None = None) -> list[ShardPlan]:
+    """Shards for files of ``sizes`` (bytes; None: unknown) on ``nodes`` nodes, by the rules above;
+    ``whole[i]``: file i is never split (it is complete in place: the engine judges it whole).
+    Every byte of every file is in exactly one unit; no shard is empty."""
     if not sizes:
         return []
     nodes = max(1, nodes)
     total = sum(s or 0 for s in sizes)
+    count = per_node * nodes
+    target = max(1, -(-total // count))
+    units: list[Unit] = []
+    for i, size in enumerate(sizes):
+        if nodes > 1 and size and size > total / nodes and size >= 2 * min_piece and not (whole and whole[i]):
+            pieces = max(2, min(-(-size // target), size // min_piece))
+            units.extend(Unit(i, s, e) for s, e in split_points(size, pieces))
+        else:
+            units.append(Unit(i))
     known = [s for s in sizes if s is not None]
     guess = max(1, sum(known) // len(known)) if known else 1  # what a file of unknown size weighs
 
     def weight(u: Unit) -> int:
         return u.bytes(sizes) if sizes[u.index] is not None else guess
 
-    weighed = sum(s if s is not None else guess for s in sizes)
-    if per_node is not None:
-        count = max(1, per_node) * nodes
-        targets = [weighed * (i + 1) // count - weighed * i // count for i in range(count)]
-    else:
-        targets = tapered(weighed, nodes, rounds=rounds, min_shard=min_shard)
-    piece = max(1, max(targets))   # (a split file's pieces: about one first-round shard each)
-    units: list[Unit] = []
-    for i, size in enumerate(sizes):
-        if nodes > 1 and size and size > total / nodes and size >= 2 * min_piece and not (whole and whole[i]):
-            pieces = max(2, min(-(-size // piece), size // min_piece))
-            units.extend(Unit(i, s, e) for s, e in split_points(size, pieces))
-        else:
-            units.append(Unit(i))
     units.sort(key=lambda u: (-weight(u), u.index, u.start or 0))
-    targets = targets[:len(units)]
-    shards = [ShardPlan(n) for n in range(len(targets))]
-    # the shard with the most room below its target first (among equals, the earlier one)
-    heap = [(-t, n) for n, t in enumerate(targets)]
-    heapq.heapify(heap)
+    shards = [ShardPlan(n) for n in range(min(count, len(units)))]
+    heap = [(0, n) for n in range(len(shards))]
     for unit in units:
-        room, n = heapq.heappop(heap)
+        load, n = heapq.heappop(heap)
         shards[n].units.append(unit)
         shards[n].bytes += unit.bytes(sizes)
-        heapq.heappush(heap, (room + weight(unit), n))
-    kept = [s for s in shards if s.units]
-    kept.sort(key=lambda s: (-s.bytes, s.id))
-    return [ShardPlan(n, s.units, s.bytes) for n, s in enumerate(kept)]
+        heapq.heappush(heap, (load + weight(unit), n))
+    return [s for s in shards if s.units]
 
 
 def pieces_of(shards: list[ShardPlan]) -> dict[int, list[tuple[int, int, int]]]:

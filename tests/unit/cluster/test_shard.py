@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dtune.cluster.shard import MIB, MIN_SHARD, Unit, cap_share, pack, pieces_of, place, split_points, tapered
+from dtune.cluster.shard import MIB, Unit, cap_share, pack, pieces_of, place, split_points
 
 
 def coverage(shards, sizes):
@@ -104,57 +104,11 @@ def test_every_byte_is_in_exactly_one_unit_and_no_shard_is_empty(sizes, nodes, p
 def test_mixed_dataset_balances_within_one_largest_unit(nodes):
     rng = random.Random(nodes)
     sizes = [rng.randrange(1, 4 * MIB) for _ in range(200)] + [rng.randrange(200, 400) * MIB for _ in range(3)]
-    shards = pack(sizes, nodes, per_node=2)
+    shards = pack(sizes, nodes)
     largest = max(u.bytes(sizes) for s in shards for u in s.units)
     loads = [s.bytes for s in shards]
     assert max(loads) - min(loads) <= largest
     assert Unit(0).bytes(sizes) == sizes[0]
-
-
-# ---- tapered shards: large first, small at the end (the default) --------------------------------
-def test_tapered_targets_halve_round_by_round_and_sum_to_the_total():
-    total = 3 * 8 * 100 * MIB
-    got = tapered(total, 3)
-    assert got == [400 * MIB] * 3 + [200 * MIB] * 3 + [100 * MIB] * 3 + [100 * MIB] * 3
-    assert sum(tapered(total + 7, 3)) == total + 7
-
-
-def test_tapered_has_fewer_rounds_where_shards_would_be_small_but_a_shard_per_node_at_least():
-    assert tapered(3 * 4 * MIN_SHARD, 3) == [2 * MIN_SHARD] * 3 + [MIN_SHARD] * 6   # three rounds
-    assert tapered(3 * MIN_SHARD, 3) == [MIN_SHARD] * 3                             # one
-    assert tapered(10, 3) == [3, 3, 4] and tapered(0, 2) == [0, 0]
-
-
-def test_the_default_pack_queues_large_shards_first_and_ends_on_small_ones():
-    rng = random.Random(7)
-    sizes = [rng.randrange(1, 2 * MIB) for _ in range(2000)]
-    shards = pack(sizes, 3)
-    assert len(shards) == 12 and [s.id for s in shards] == list(range(12))
-    loads = [s.bytes for s in shards]
-    assert loads == sorted(loads, reverse=True)
-    # each near its target: 1/6, 1/12 and 1/24 of the total (within one file)
-    total = sum(sizes)
-    for load, share in zip(loads, [6] * 3 + [12] * 3 + [24] * 6, strict=True):
-        assert abs(load - total / share) <= 2 * MIB
-    assert_every_byte_once(shards, sizes)
-
-
-def test_the_default_pack_splits_a_large_file_into_first_round_pieces():
-    sizes = [600 * MIB] + [1 * MIB] * 600
-    shards = pack(sizes, 3)
-    ranges = pieces_of(shards)[0]
-    assert len(ranges) >= 3 and max(e - s for s, e, _ in ranges) <= max(s.bytes for s in shards)
-    assert_every_byte_once(shards, sizes)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.integers(0, 400 * MIB)), min_size=1, max_size=60), st.integers(1, 8))
-def test_tapered_packs_keep_every_byte_once_in_queue_order(sizes, nodes):
-    shards = pack(sizes, nodes)
-    assert 1 <= len(shards) <= 4 * nodes and all(s.units for s in shards)
-    assert [s.id for s in shards] == list(range(len(shards)))
-    assert [s.bytes for s in shards] == sorted((s.bytes for s in shards), reverse=True)
-    assert_every_byte_once(shards, sizes)
 
 
 # ---- placing the next shards on the nodes that finish them first (``place``) ----------------------
