@@ -2,6 +2,7 @@
 """Where the time goes: dtune's byte path (one big file) and its per-file cost (many small files).
 
     python benchmarks/cost.py [--rounds 5] [--size-mib 1024] [--files 2000] [--file-kb 100] [--out DIR]
+                              [--baseline TREE] [--no-large]
 
 One nginx on 127.0.0.1 (``dtune_lab.bench.nginx``: one worker, ``sendfile``,
 JSON autoindex) serves a temporary ``dtune-cost-*`` tree of random bytes.
@@ -18,6 +19,9 @@ that load from other work on the machine falls on all of them alike:
 * **per file** (``--files`` × ``--file-kb``): ``dtune get DIR/`` (listing,
   plan, fetch, journal, history) and ``curl -Z --parallel-max 16`` with a
   config file naming every URL (no listing); the ratio dtune / curl per round.
+  With ``--baseline TREE`` the dtune of that source tree runs both datasets too
+  (the rows ``dtune-baseline``), interleaved with the others: an A/B of two trees.
+  ``--no-large`` leaves out the byte path (the per-file rows only).
 
 Then, each round, one more dtune run of each dataset under ``py-spy record
 --idle --threads --format raw`` (a sampling profiler outside the process:
@@ -44,7 +48,11 @@ not the timed ones. Their samples are grouped:
   stack, mapped to stages (listing, plan, request, response, write, verify,
   commit, journal, history, events, tuner, start-up, event loop), scaled so
   that they sum to the process's CPU seconds, divided by the file count: CPU-µs
-  per file.
+  per file, and by the megabytes fetched: CPU-µs per MB. Every stage of the
+  per-file path is listed (listing, plan, request, response, create, write,
+  verify, commit, journal, history, events, tuner), a 0 where no sample fell.
+  With ``--baseline`` the baseline tree's dtune is profiled the same way, and
+  the table has a column for each tree.
 
 Prints the tables, writes ``runs.csv`` (every timed step), ``split.csv`` and
 ``perfile.csv`` (every profiled run's stages), ``raw/`` (py-spy's samples) and
@@ -457,11 +465,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(f"/tmp/dtune-cost-out-{time.strftime('%Y%m%d-%H%M%S')}"))
     ap.add_argument("--tmp", type=Path, default=None, help="where the data and work dirs go (default: $TMPDIR)")
     ap.add_argument("--baseline", type=Path, default=None, metavar="TREE",
-                    help="also time the 1 GiB fetch with the dtune of this source tree (a checkout: "
-                         "TREE/src), interleaved, as the row 'dtune-baseline'")
+                    help="also time and profile both datasets with the dtune of this source tree (a "
+                         "checkout: TREE/src), interleaved, as the rows 'dtune-baseline'")
+    ap.add_argument("--no-large", action="store_true",
+                    help="leave out the byte path (the big file): only the per-file rows and profiles")
     args = ap.parse_args(argv)
     if args.baseline is not None:
         TREES["dtune-baseline"] = args.baseline.resolve()
+        if not (TREES["dtune-baseline"] / "src" / "dtune").is_dir():
+            raise SystemExit(f"cost: --baseline {args.baseline}: no src/dtune in that tree")
+    if args.no_large:
+        args.size_mib = 0
     for tool in ("curl", "py-spy", "sha256sum", "sync"):
         if shutil.which(tool) is None:
             raise SystemExit(f"cost: {tool} is not on PATH")
@@ -487,11 +501,13 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(out, ignore_errors=True)
             os.sync()
 
-        # warm-up: page cache for the data, pyc files for dtune
-        fresh()
-        run(dtune_argv(base + "large/big.bin", out, f"sha256:{digest}"), client_env(work))
-        fresh()
-        run(dtune_argv(base + "small/", out, None), client_env(work))
+        # warm-up: page cache for the data, pyc files for dtune (each tree)
+        for tree in TREES.values():
+            fresh()
+            if not args.no_large:
+                run(dtune_argv(base + "large/big.bin", out, f"sha256:{digest}"), client_env(work, tree))
+                fresh()
+            run(dtune_argv(base + "small/", out, None), client_env(work, tree))
         fresh()
 
         rows: list[dict] = []
@@ -500,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         modules: Counter = Counter()
         for rnd in range(1, args.rounds + 1):
             order = tools[(rnd - 1) % len(tools):] + tools[:(rnd - 1) % len(tools)]
-            for tool in order:
+            for tool in order if not args.no_large else ():
                 fresh()
                 r = byte_path(tool, base, out, digest, size, work)
                 if tool == "curl" and r["ok"]:
@@ -514,10 +530,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {rnd} large {tool:<7} " + " ".join(f"{s} {w:.2f}s/{c:.2f}cpu"
                                                             for s, (w, c, _) in r["steps"].items())
                       + ("" if r["ok"] else " FAILED"), flush=True)
-            for tool in (["dtune", "curl"] if rnd % 2 else ["curl", "dtune"]):
+            small_tools = [*TREES, "curl"]
+            for tool in small_tools[(rnd - 1) % len(small_tools):] + small_tools[:(rnd - 1) % len(small_tools)]:
                 fresh()
-                if tool == "dtune":
-                    w, c, rc = run(dtune_argv(base + "small/", out, None), client_env(work))
+                if tool in TREES:
+                    w, c, rc = run(dtune_argv(base + "small/", out, None), client_env(work, TREES[tool]))
                 else:
                     out.mkdir(parents=True)
                     w, c, rc = run(["curl", "-q", "-s", "-f", "-Z", "--parallel-max", "16", "--output-dir",
@@ -529,9 +546,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"round {rnd} small {tool:<7} {w:.2f}s/{c:.2f}cpu" + ("" if ok else " FAILED"), flush=True)
             # profiled runs (not timed): where the time goes
             fresh()
-            prof = profiled(dtune_argv(base + "large/big.bin", out, f"sha256:{digest}"), client_env(work),
+            prof = None if args.no_large else profiled(dtune_argv(base + "large/big.bin", out, f"sha256:{digest}"), client_env(work),
                             args.out / "raw" / f"large-{rnd}.txt", idle_too=True)
-            if prof["raw"].exists() and (out / "big.bin").is_file():
+            if prof is None:
+                pass
+            elif prof["raw"].exists() and (out / "big.bin").is_file():
                 s = split_large(prof)
                 s.update(sched_summary(prof))
                 # epoll sleep = the main thread's sleep outside the wait for the worker; the rest of
@@ -543,16 +562,20 @@ def main(argv: list[str] | None = None) -> int:
                 splits.append({"round": rnd, "wall": prof["wall"], **s})
             else:
                 print(f"cost: profiled large run {rnd} failed: {prof['stderr'][-300:]}", file=sys.stderr)
-            fresh()
-            prof = profiled(dtune_argv(base + "small/", out, None), client_env(work),
-                            args.out / "raw" / f"small-{rnd}.txt", idle_too=False)
-            if prof["raw"].exists() and small_ok(out, small):
-                stages, mods = per_file(prof, args.files)
-                modules.update(mods)
-                perfiles.append({"round": rnd, "wall": prof["wall"],
-                                 "cpu": sum(c for c, _ in prof["sched"].values()) / 1e9, **stages})
-            else:
-                print(f"cost: profiled small run {rnd} failed: {prof['stderr'][-300:]}", file=sys.stderr)
+            for tree in TREES if rnd % 2 else reversed(TREES):
+                fresh()
+                suffix = "" if tree == "dtune" else "-baseline"
+                prof = profiled(dtune_argv(base + "small/", out, None), client_env(work, TREES[tree]),
+                                args.out / "raw" / f"small{suffix}-{rnd}.txt", idle_too=False)
+                if prof["raw"].exists() and small_ok(out, small):
+                    stages, mods = per_file(prof, args.files)
+                    if tree == "dtune":
+                        modules.update(mods)
+                    perfiles.append({"round": rnd, "tree": tree, "wall": prof["wall"],
+                                     "cpu": sum(c for c, _ in prof["sched"].values()) / 1e9, **stages})
+                else:
+                    print(f"cost: profiled small run {rnd} ({tree}) failed: {prof['stderr'][-300:]}",
+                          file=sys.stderr)
         fresh()
         report(args, rows, splits, perfiles, modules, tools)
         return 0
@@ -616,9 +639,10 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
     print(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) on {os.cpu_count()} CPUs")
     texts.append(f"load average (1 min) at the timed runs: median {med(loads):.2f} ({spread(loads)}) "
                  f"on {os.cpu_count()} CPUs")
-    texts.append(table(f"Byte path: {args.size_mib} MiB from nginx on 127.0.0.1, {args.rounds} interleaved rounds",
-                       ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "dtune / this, per round"],
-                       trs))
+    if not args.no_large:
+        texts.append(table(f"Byte path: {args.size_mib} MiB from nginx on 127.0.0.1, {args.rounds} interleaved "
+                           "rounds", ["command", "ok", "wall s (median)", "min–max", "CPU s (median)",
+                                      "dtune / this, per round"], trs))
     if splits:
         def group(k: str) -> int:
             return 2 if k.startswith(("main", "other threads")) else 1 if k.startswith(("(", " ")) else 0
@@ -631,37 +655,68 @@ def report(args: argparse.Namespace, rows: list[dict], splits: list[dict], perfi
                       spread([s["wall"] for s in splits])])
         texts.append(table("Split of dtune's wall time (py-spy samples; /proc schedstat rows at the end)",
                            ["stage", "s (median)", "min–max"], srows))
-    dw, cw = total("small", "dtune", "seconds"), total("small", "curl", "seconds")
-    dc, cc = total("small", "dtune", "cpu_seconds"), total("small", "curl", "cpu_seconds")
-    ratios = [dw[r] / cw[r] for r in dw if r in cw]
-    texts.append(table(f"{args.files} × {args.file_kb} kB from nginx, {args.rounds} interleaved rounds",
-                       ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "CPU µs/file"],
-                       [["dtune get DIR/", f"{len(dw)}/{args.rounds}", f"{med(list(dw.values())):.2f}",
-                         spread(list(dw.values())), f"{med(list(dc.values())):.2f}",
-                         f"{med(list(dc.values())) / args.files * 1e6:.0f}"],
-                        ["curl -Z --parallel-max 16", f"{len(cw)}/{args.rounds}", f"{med(list(cw.values())):.2f}",
-                         spread(list(cw.values())), f"{med(list(cc.values())):.2f}",
-                         f"{med(list(cc.values())) / args.files * 1e6:.0f}"]]))
-    if ratios:
-        print(f"dtune / curl -Z wall per round: median {med(ratios):.2f} ({spread(ratios)}): "
-              + ", ".join(f"{x:.2f}" for x in ratios))
-        texts.append(f"\ndtune / curl -Z wall per round: median {med(ratios):.2f} ({spread(ratios)})")
-    if perfiles:
-        keys = sorted({k for p in perfiles for k in p} - {"round", "wall", "cpu"},
-                      key=lambda k: -med([p.get(k, 0.0) for p in perfiles]))
-        prow = [[k, f"{med([p.get(k, 0.0) for p in perfiles]):.0f}", spread([p.get(k, 0.0) for p in perfiles])]
-                for k in keys]
-        prow.append(["all (CPU of the profiled run / files)",
-                     f"{med([p['cpu'] for p in perfiles]) / args.files * 1e6:.0f}", ""])
-        texts.append(table("Per-file CPU by stage (py-spy active samples, scaled to the process's CPU)",
-                           ["stage", "CPU µs/file (median)", "min–max"], prow))
-        tot = sum(modules.values()) or 1
-        texts.append(table("Active samples by deepest dtune module (all profiled small runs)",
-                           ["module", "share"],
-                           [[m, f"{n / tot:.1%}"] for m, n in modules.most_common(15)]))
+    texts += small_tables(args, rows, perfiles, modules, total)
     (out / "summary.md").write_text("\n".join(texts) + "\n")
     plot(out, args, rows, splits, perfiles, tools, total)
     print(f"\ncost: wrote {out}/runs.csv, split.csv, perfile.csv, summary.md, raw/, cost.png")
+
+
+# the per-file path's stages, always listed (a 0 where no sample fell); others follow when seen
+PERFILE_STAGES = ("listing", "plan", "request", "response", "create", "write", "verify", "commit", "journal",
+                  "history", "events", "tuner", "event loop", "start-up (imports)")
+
+
+def small_tables(args: argparse.Namespace, rows: list[dict], perfiles: list[dict], modules: Counter,
+                 total) -> list[str]:  # noqa: ANN001
+    """The small-file rows (every tree and curl), the ratios per round, and the stage table."""
+    texts = []
+    mb = args.files * args.file_kb / 1000
+    names = {"dtune": "dtune get DIR/", "dtune-baseline": f"dtune get DIR/, the tree {args.baseline}",
+             "curl": "curl -Z --parallel-max 16"}
+    srows, walls = [], {}
+    for tool in [*TREES, "curl"]:
+        w, c = total("small", tool, "seconds"), total("small", tool, "cpu_seconds")
+        walls[tool] = w
+        cpu = med(list(c.values()))
+        srows.append([names[tool], f"{len(w)}/{args.rounds}", f"{med(list(w.values())):.2f}",
+                      spread(list(w.values())), f"{cpu:.2f}", f"{cpu / args.files * 1e6:.0f}",
+                      f"{cpu / mb * 1e6:.0f}"])
+    texts.append(table(f"{args.files} × {args.file_kb} kB from nginx, {args.rounds} interleaved rounds",
+                       ["command", "ok", "wall s (median)", "min–max", "CPU s (median)", "CPU µs/file",
+                        "CPU µs/MB"], srows))
+    for other in [t for t in [*TREES, "curl"] if t != "dtune"]:
+        ratios = [walls["dtune"][r] / walls[other][r] for r in walls["dtune"] if r in walls[other]]
+        if ratios:
+            line = (f"dtune / {other} wall per round: median {med(ratios):.2f} ({spread(ratios)}): "
+                    + ", ".join(f"{x:.2f}" for x in ratios))
+            print(line)
+            texts.append("\n" + line)
+    if perfiles:
+        trees = [t for t in TREES if any(p.get("tree") == t for p in perfiles)]
+        by = {t: [p for p in perfiles if p.get("tree") == t] for t in trees}
+        seen = {k for p in perfiles for k in p} - {"round", "tree", "wall", "cpu"}
+        keys = [*PERFILE_STAGES, *sorted(seen - set(PERFILE_STAGES))]
+        header = ["stage"]
+        for t in trees:
+            header += [f"{t}: CPU µs/file (median)", "min–max", "CPU µs/MB"]
+        prow = []
+        for k in keys:
+            row = [k]
+            for t in trees:
+                xs = [p.get(k, 0.0) for p in by[t]]
+                row += [f"{med(xs):.0f}", f"{min(xs):.0f}–{max(xs):.0f}", f"{med(xs) * args.files / mb:.0f}"]
+            prow.append(row)
+        row = ["all (CPU of the profiled run / files)"]
+        for t in trees:
+            cpu = med([p["cpu"] for p in by[t]])
+            row += [f"{cpu / args.files * 1e6:.0f}", "", f"{cpu / mb * 1e6:.0f}"]
+        prow.append(row)
+        texts.append(table("Per-file CPU by stage (py-spy active samples, scaled to the process's CPU)",
+                           header, prow))
+        tot = sum(modules.values()) or 1
+        texts.append(table("Active samples by deepest dtune module (the profiled small runs of this tree)",
+                           ["module", "share"], [[m, f"{n / tot:.1%}"] for m, n in modules.most_common(15)]))
+    return texts
 
 
 def plot(out: Path, args, rows, splits, perfiles, tools, total) -> None:  # noqa: ANN001
@@ -706,8 +761,9 @@ def plot(out: Path, args, rows, splits, perfiles, tools, total) -> None:  # noqa
         ax.legend(fontsize=7, loc="upper right")
         ax.set_title("dtune's wall time, median of profiled runs")
     ax = axes[2]
+    perfiles = [p for p in perfiles if p.get("tree") == "dtune"]
     if perfiles:
-        keys = sorted({k for p in perfiles for k in p} - {"round", "wall", "cpu"},
+        keys = sorted({k for p in perfiles for k in p} - {"round", "tree", "wall", "cpu"},
                       key=lambda k: med([p.get(k, 0.0) for p in perfiles]))
         ax.barh(keys, [med([p.get(k, 0.0) for p in perfiles]) for k in keys])
         ax.set_xlabel("CPU µs per file (median)")

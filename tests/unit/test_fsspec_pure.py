@@ -156,3 +156,63 @@ def test_a_headers_mapping_is_header_lines_after_those_given() -> None:
     lines = resolve_options({"headers": {"X-A": "a\r\nInjected: 1"}})["header"].value
     with pytest.raises(UsageError, match="line break"):
         parse_headers(lines)   # what every request's headers pass through
+
+
+# -- where get puts files (fsspec's rules on listed URLs) -------------------------------------------
+
+B = "http://h/data/source"
+
+
+@pytest.mark.parametrize(("given", "entries", "dest_is_dir", "want"), [
+    # one file into an existing directory, or to a file path
+    (B + "/file1", [(B + "/file1", False)], True, ["/t/file1"]),
+    (B + "/file1", [(B + "/file1", False)], False, ["/t"]),
+    # a tree, without and with a trailing '/': into the directory, or its content in it
+    (B, [(B, True), (B + "/file1", False), (B + "/sub", True), (B + "/sub/f", False)], True,
+     ["/t/source", "/t/source/file1", "/t/source/sub", "/t/source/sub/f"]),
+    (B + "/", [(B, True), (B + "/file1", False), (B + "/sub/f", False)], True, ["/t", "/t/file1", "/t/sub/f"]),
+    (B, [(B, True), (B + "/file1", False)], False, ["/t", "/t/file1"]),
+    # a glob matching one file: into the directory; a list: flattened
+    (B + "/*1", [(B + "/file1", False)], False, ["/t/file1"]),
+    ([B + "/file1", B + "/sub/f"], [(B + "/file1", False), (B + "/sub/f", False)], True, ["/t/file1", "/t/f"]),
+    # percent-escapes are decoded in local names
+    (B + "/a%20b.nc", [(B + "/a%20b.nc", False)], True, ["/t/a b.nc"]),
+])
+def test_local_targets_follow_fsspecs_rules(given, entries, dest_is_dir, want) -> None:
+    from dtune.fsspec.targets import local_targets
+    got = local_targets(given, entries, "/t", dest_is_dir=dest_is_dir)
+    assert [path for _, path, _ in got] == want
+    assert [(url, is_dir) for url, _, is_dir in got] == entries
+
+
+def test_a_remote_name_that_climbs_out_of_lpath_is_refused() -> None:
+    from dtune.fsspec.targets import local_targets
+    with pytest.raises(ValueError, match="outside"):
+        local_targets(B + "/", [(B, True), (B + "/%2e%2e/%2e%2e/etc/x", False)], "/t/out", dest_is_dir=True)
+
+
+@pytest.mark.fuzz
+@FUZZ
+@given(st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=5), st.booleans(), st.booleans())
+def test_local_targets_never_leave_lpath(names: list[str], trailing: bool, dest_is_dir: bool) -> None:
+    """Names from a listing, escaped or not: every local path is under lpath, or ValueError."""
+    from urllib.parse import quote
+
+    from dtune.fsspec.targets import local_targets
+    entries = sorted({(B + "/" + (quote(n, safe="/") if i % 2 else n), False) for i, n in enumerate(names)})
+    try:
+        got = local_targets(B + ("/" if trailing else ""), [(B, True), *entries], "/t/out", dest_is_dir=dest_is_dir)
+    except ValueError:
+        return
+    for _, path, _ in got:
+        assert path == "/t/out" or path.startswith("/t/out/")
+
+
+@pytest.mark.parametrize(("error", "kind"), [
+    ("server answered 404", FileNotFoundError), ("server answered 410", FileNotFoundError),
+    ("127.0.0.1 answered 401: give the credentials", PermissionError), ("h answered 403", PermissionError),
+    ("size changed: 4040 bytes, was 404", OSError), (None, OSError)])
+def test_a_file_a_transfer_could_not_fetch_is_the_exception_fsspec_would_give(error, kind) -> None:
+    from dtune.fsspec.whole import failure
+    exc = failure("http://h/x.nc", error)
+    assert type(exc) is kind and str(exc).startswith("http://h/x.nc: ")

@@ -45,3 +45,7 @@ class ShardResult:
     retries: int = 0
     origins: dict[str, tuple[int, int]] = field(default_factory=dict)  # origin → (bytes, requests)
     tuning: dict = field(default_factory=dict)
+    # wall-clock seconds (time.time(), the node's clock) of the shard's steps: started (the task
+    # began on the worker), engine (its engine built), first_byte and last_byte (the control tick
+    # that first saw a byte, and the last one that saw the count grow), ended (the task returned)
+    times: dict[str, float] = field(default_factory=dict)

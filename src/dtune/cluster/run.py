@@ -34,8 +34,9 @@ from dtune.cluster.conduct import Conductor
 from dtune.cluster.local import Quiet, close_local, local_cluster
 from dtune.cluster.messages import ShardResult, ShardTask
 from dtune.cluster.shard import ShardPlan, cap_share, pack, pieces_of, place
+from dtune.cluster.timeline import relative
 from dtune.cluster.watch import ShardWatch, limit_for
-from dtune.cluster.worker import NodeError, forget_limit, run_shard, set_limit
+from dtune.cluster.worker import NodeError, check_node, forget_limit, run_shard, set_limit
 from dtune.dataset import FileSpec, Piece
 from dtune.engine.result import TransferResult
 from dtune.errors import DtuneError
@@ -140,6 +141,7 @@ class Session:
         self.found = found
         self.stop = threading.Event()
         self.topic = f"dtune-{uuid.uuid4().hex[:12]}"
+        self.t0 = time.time()   # the parent's start: the shards' timelines count from here
         self.address = plan.cluster or "local"
         self._connected = time.monotonic()
         self.watch = ShardWatch(limit_for(plan.options.stall_timeout), time.monotonic())
@@ -219,15 +221,17 @@ class Session:
 
         # every node sees the parent's output directory, or nothing moves
         try:
-            seen = client.run(markers.check_marker, path, token)
+            seen = client.run(check_node, path, token)
         except (ImportError, AttributeError, TypeError) as exc:  # an old dtune, or none, on a worker
             raise DtuneError(f"cluster {self.address}: a worker cannot run dtune's shards ({type(exc).__name__}: "
                              f"{exc}): install this dtune on every worker") from None
         for node, problem in sorted(seen.items()):
             if problem is not None:
                 raise markers_error(node, problem)
+        checked = time.time() - self.t0
         if self.found is not None:
             self.specs, self.paths = self.found.result()
+        listed = time.time() - self.t0
         nodes = len(workers)
         listings: dict[Path, set[str]] = {}
         whole = [not splittable(s, p, listings) for s, p in zip(self.specs, self.paths, strict=True)]
@@ -240,7 +244,8 @@ class Session:
         if nodes > 1 and conducted(self.plan):
             self.conductor = Conductor(workers, cap)
         self.emit({"event": "cluster", "scheduler": self.address, "workers": workers,
-                   "start_seconds": round(started, 3), "shards": len(shards),
+                   "start_seconds": round(started, 3), "checked_at": round(checked, 3), "listed_at": round(listed, 3),
+                   "at": round(time.time() - self.t0, 3), "shards": len(shards),
                    "split_files": len(split_files), "cap_per_node": cap, "cap": self.plan.max_per_host,
                    "reason": [TUNER_NOTE]})
         tasks = [self.task(shard, cap, path, token) for shard in shards]
@@ -258,11 +263,13 @@ class Session:
         free = list(workers)
         running: dict[str, list[ShardTask]] = {}      # node → the tasks placed on it, oldest first
         placed: dict[str, tuple[str, ShardTask]] = {}  # future key → (node, task)
+        submitted: dict[int, float] = {}               # shard → when it went out (wall clock)
 
         def submit(i: int, node: str) -> None:
             t = waiting.pop(i)
             future = client.submit(run_shard, t, pure=False, retries=RETRIES, key=f"{self.topic}-{t.shard}",
                                    workers=[node], allow_other_workers=True)
+            submitted[t.shard] = time.time()
             futures.append(future)
             pending.append(future)
             if node in free:
@@ -306,6 +313,9 @@ class Session:
                     self.watch.finished(r.shard)
                 self.aggregate.finished.add((r.node, r.shard))
                 results.append(r)
+                times = {"submitted": submitted.get(r.shard, self.t0), **r.times, "done": time.time()}
+                self.emit({"event": "shard_timeline", "node": r.node, "shard": r.shard, "bytes": r.bytes,
+                           **relative(times, self.t0), "done": round(times["done"] - self.t0, 3)})
                 place_next()
         finally:
             try:

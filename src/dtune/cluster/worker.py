@@ -18,14 +18,17 @@ import asyncio
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from dtune.cluster.marker import check_marker
 from dtune.cluster.messages import ShardResult, ShardTask
+from dtune.cluster.timeline import Stamps
 from dtune.config import Value
 from dtune.engine import Engine
 from dtune.errors import DtuneError
+from dtune.loop import run_quietly
 from dtune.transfer import Shard, TransferRequest, request_from, run
 from dtune.transfer.events import progress_event
 
@@ -82,6 +85,13 @@ def limit_reader(topic: str, cap: int | None = None):  # noqa: ANN201 (a callabl
     return read
 
 
+def check_node(marker: str, token: str) -> str | None:
+    """Run on every worker by the parent while it lists the dataset: the shared-output marker's
+    check (``marker.check_marker``). Called here, in the module of ``run_shard``, it also loads
+    the engine on the worker then, not when the first shard arrives."""
+    return check_marker(marker, token)
+
+
 class NodeError(DtuneError):
     """This node must not fetch: it does not see the parent's output directory."""
 
@@ -94,9 +104,12 @@ def _plain(event: dict) -> dict:
 def run_shard(task: ShardTask) -> ShardResult:
     """Fetch one shard; return what it did.
 
-    Runs in a worker thread: the engine gets an event loop of its own."""
+    Runs in a worker thread: the engine gets an event loop of its own (``loop.run_quietly``:
+    uvloop when installed, no signal handler: the thread is Dask's)."""
     from distributed import get_worker  # (Dask's own: installed where workers run, not for a plain get)
 
+    stamps = Stamps()
+    stamps.mark("started", time.time())
     worker = get_worker()
     node = worker.address
     problem = check_marker(task.marker, task.token)
@@ -115,7 +128,11 @@ def run_shard(task: ShardTask) -> ShardResult:
 
     _RUNNING[topic] = _RUNNING.get(topic, 0) + 1
     try:
-        return asyncio.run(_run(task, node, send))
+        # (uvloop where installed, as the ``dtune`` program runs; docs/benchmarks.md "Scale-out")
+        result = run_quietly(_run(task, node, send, stamps))
+        stamps.mark("ended", time.time())
+        result.times = dict(stamps.times)
+        return result
     finally:
         _RUNNING[topic] -= 1
         if _RUNNING[topic] <= 0:
@@ -149,7 +166,7 @@ async def _room(topic: str, share: int, mine: int) -> None:
         await asyncio.sleep(ROOM_POLL)
 
 
-async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> ShardResult:
+async def _run(task: ShardTask, node: str, send: Callable[[dict], None], stamps: Stamps) -> ShardResult:
     topic = task.topic
     request = shard_request(task, _RUNNING.get(topic, 1))
     paths = [Path(p) for p in task.paths]
@@ -165,6 +182,8 @@ async def _run(task: ShardTask, node: str, send: Callable[[dict], None]) -> Shar
               "committing": bool(engines) and engines[0].committing})
 
     def built(engine: Engine) -> None:
+        stamps.mark("engine", time.time())
+        engine.control_listeners.append(lambda snap: stamps.note(time.time(), snap.bytes))
         engines.append(engine)
         with _ENGINES_LOCK:
             _ENGINES.setdefault(topic, []).append(engine)

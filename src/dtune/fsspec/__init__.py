@@ -11,9 +11,14 @@ Theory of operation: which reads go where.
 - ``get`` and ``get_file`` (and so ``simplecache::``/``filecache::`` chains, which fetch whole
   files with them) go through dtune's engine: every path of one call in one transfer, tuned,
   resumable, verified against sizes and published digests, recorded in the history.
-- ``open``, ``cat_file`` and ``cat_ranges`` are random access: a zarr chunk, the HDF5 blocks
-  h5netcdf seeks to, ``blockcache::``. They go through fsspec's HTTP filesystem (aiohttp), as a
-  tuned transfer of many connections gains nothing on a few kilobytes read on demand.
+- ``cat`` of two or more whole files (``CAT_THROUGH_DTUNE``: a list, a glob, ``recursive=True``)
+  goes through dtune's engine too, in one transfer into a private ``dtune-`` temporary
+  directory removed afterwards (on error too), and comes back as fsspec's ``{url: bytes}``,
+  ``on_error`` honoured (``dtune.fsspec.whole``).
+- ``open``, ``cat_file``, ``cat_ranges``, and ``cat`` of one file or of ``start``/``end``
+  ranges are random access: a zarr chunk, the HDF5 blocks h5netcdf seeks to, ``blockcache::``.
+  They go through fsspec's HTTP filesystem (aiohttp), as a tuned transfer of many connections
+  gains nothing on a few kilobytes read on demand, nor on one file its set-up costs.
 - ``ls``, ``find`` (with ``maxdepth``), ``glob``, ``info``, ``exists``, ``isdir`` read directory
   listings with dtune's own parsers (a dtune manifest, an nginx JSON index, an nginx or Apache
   HTML index; ``dtune.fsspec.listing``).
@@ -31,15 +36,20 @@ every request, reads and ``get`` alike, to the origin of the URL asked and never
 a redirect leads to (``dtune.fsspec.session``); the others are ``HTTPFileSystem``'s
 (``block_size``, ``cache_type``, ...).
 
-Where ``get`` puts files:
+Where ``get`` puts files: where fsspec's own ``get`` would (``dtune.fsspec.targets`` applies
+fsspec's rules to dtune's listings; fsspec's abstract ``get`` tests check it), with the URL's
+percent-escapes decoded in local names:
 
 - a file URL: at ``lpath``, or in it under the URL's last name when ``lpath`` ends in ``/``
   or is a directory;
-- a directory URL (ending in ``/``; ``recursive=True`` is needed): its tree in ``lpath``, at most
-  ``maxdepth`` levels deep when given (``maxdepth=1``: the directory's own files);
+- a directory URL (``recursive=True`` is needed; without it nothing is fetched, as in fsspec,
+  and a warning is logged): ``…/dir/`` its content in ``lpath``, ``…/dir`` the directory
+  itself in ``lpath`` when ``lpath`` is an existing directory; at most ``maxdepth`` levels deep
+  when given (``maxdepth=1``: the directory's own files). A whole tree into one directory is
+  walked by dtune itself (``dtune get URL/``: the listing's digests verify the files);
 - a glob (``…/*.nc``): the files it matches, into ``lpath``;
-- a list of URLs with one ``lpath``: all of them in that directory; with a list of paths as
-  long, each URL at its path.
+- a list of URLs with one ``lpath``: all of them flat in that directory; with a list of paths
+  as long, each URL at its path.
 
 Needs the ``fsspec`` extra (``pip install 'dtune[fsspec]'``: fsspec and aiohttp).
 """

@@ -17,6 +17,10 @@ Modules, from the outside in:
 * ``conditions`` Range / If-Range / If-None-Match / If-Modified-Since decisions (pure)
 * ``manifest``   the dtune manifest and the SHA-256 cache
 * ``listing``    nginx-style HTML listing
+* ``writer``     ``UploadHandler`` (``--writable``): upload heads judged before their body, answers after
+* ``uploads``    ``UploadStore``: part files, journals of pieces, quota, digests, completion
+* ``confine``    where an upload may land: parents opened one by one and checked, the rename
+* ``uploadhead`` Content-Range / Repr-Digest / Content-MD5 parsing and received ranges (pure)
 """
 
 from dtune.server.app import FileServer, run

@@ -39,6 +39,7 @@ from dtune.server.paths import Root
 from dtune.server.places import Places
 from dtune.server.protocol import SERVER_NAME, HttpConnection
 from dtune.server.tls import server_context
+from dtune.server.uploads import UploadStore
 
 
 def _log_safe(raw: bytes) -> str:
@@ -68,6 +69,7 @@ class FileServer:
             # both raise UsageError (exit 2) naming the flag and the file
             self.tls = server_context(config.tls_cert, config.tls_key) if config.tls_cert is not None else None
             self.token_digest = token_digest(config.token_file) if config.token_file is not None else None
+            self.uploads = UploadStore(self.root, quota=config.upload_quota) if config.writable else None
         except BaseException:
             self.root.close()
             raise
@@ -129,6 +131,8 @@ class FileServer:
             self.checksums.stop()
         await asyncio.sleep(0)  # let connection_lost callbacks run
         self.flush_log()
+        if self.uploads is not None:
+            self.uploads.close()
         self.root.close()
 
     async def _sweep(self) -> None:

@@ -26,6 +26,8 @@ listen backlog         511         ``listen … backlog=511``                   
 TLS handshake          20 s        ``client_header_timeout 60s``                ``RequestReadTimeout handshake=0``
                                    (covers the handshake)                       (none)
 TLS close_notify wait  5 s         —                                            —
+upload (--writable)    64 GiB      ``client_max_body_size 1m``                  ``LimitRequestBody`` (1 GiB)
+upload quota           1 TiB       —                                            —
 =====================  ==========  ===========================================  ==============================
 
 Why these values: 8 KiB / 32 KiB / 100 follow the two big servers, so a
@@ -34,7 +36,9 @@ request either accepts everywhere or nowhere. The head deadline is Apache's
 after 20 s however busy it keeps the socket. The idle keep-alive is between
 Apache's 5 s (too short for a tuner that pauses between partitions) and
 nginx's 75 s (holds descriptors of crashed clients longer than needed).
-Bodies are discarded (only GET and HEAD are served), so 64 KiB is plenty.
+Bodies of requests other than uploads are discarded (only GET and HEAD
+are served; upload bodies go to disk, bounded by ``max_upload_size``), so
+64 KiB is plenty.
 512 connections covers dtune's largest cc × p with room for several clients.
 
 When all 512 places are taken, a new connection is not refused at once: it
@@ -49,6 +53,14 @@ a burst of new connections close connections about to be used, instead of
 being answered 503 with ``Retry-After``. Connections that never finish a
 head (slowloris) thus never take a place from anyone, and the places they
 hold go to the first real requests (``places.py``, ``docs/server.md``).
+
+Uploads (``--writable``): one request, and the file a pieced upload
+builds, may hold at most ``max_upload_size`` (64 GiB): large enough for
+most single data files (raise it for bigger ones), small enough that a
+mistaken or hostile length is refused (413) before a byte is written.
+``upload_quota`` (1 TiB) bounds what the token may upload in one run of the
+server (507 beyond): a leaked token can fill no more than that. The free
+space of the disk is checked at every head too (507).
 
 The TLS handshake is the beginning of the first request head and gets the
 head's 20 s. At close, asyncio waits 30 s by default for the client's
@@ -78,6 +90,10 @@ class ServerConfig:
     tls_key: Path | None = None
     # bearer tokens: the file holding the one token every request must carry
     token_file: Path | None = None
+    # uploads (``--writable``, needs a token file): PUT, Content-Range pieces, DELETE ?upload
+    writable: bool = False
+    max_upload_size: int = 64 << 30
+    upload_quota: int = 1 << 40
 
     max_request_line: int = 8 * 1024
     max_header_bytes: int = 32 * 1024
@@ -123,6 +139,10 @@ class ServerConfig:
             raise ValueError("tls_piece must be at least 1")
         if self.tls_key is not None and self.tls_cert is None:
             raise ValueError("a TLS key needs a certificate (--tls-cert)")
+        if self.writable and self.token_file is None:
+            raise ValueError("--writable needs --token-file: uploads are accepted only with a bearer token")
+        if self.max_upload_size < 0 or self.upload_quota < 0:
+            raise ValueError("upload limits must not be negative")
         if self.loop not in ("auto", "uvloop", "asyncio"):
             raise ValueError(f"unknown event loop {self.loop!r}")
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from dtune.server.config import ServerConfig
 from dtune.server.paths import Root
+from dtune.server.uploads import UploadStore
 
 
 class Stats:
@@ -84,6 +85,7 @@ class ServerContext(Protocol):
     stats: Stats
     root: Root
     token_digest: bytes | None  # SHA-256 of the bearer token every request must carry; None: no token
+    uploads: UploadStore | None  # ``--writable``: where uploads go; None: read-only
 
     def connection_opened(self, conn: Connection) -> bool:
         """Register a connection: True, it holds a place; False, it waits for one (the server is full)."""

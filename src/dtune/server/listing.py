@@ -40,8 +40,8 @@ def scan_directory(root: Root, directory: str) -> list[ListEntry]:
     entries: list[ListEntry] = []
     with os.scandir(directory) as it:
         for entry in it:
-            if "\\" in entry.name:
-                continue
+            if "\\" in entry.name or (entry.name == ".dtune" and directory == root.real):
+                continue  # (.dtune: the server's own, unfinished uploads)
             st = root.entry_stat(entry)
             if st is None:
                 continue

@@ -78,8 +78,8 @@ def walk_tree(root: Root, directory: str) -> list[FileEntry]:
             continue  # unreadable or vanished sub-directory: leave it out
         for entry in entries:
             name = entry.name
-            if not _is_exportable(name):
-                continue
+            if not _is_exportable(name) or (name == ".dtune" and current == root.real):
+                continue  # (.dtune: the server's own, unfinished uploads)
             rel = prefix + name
             st = root.entry_stat(entry)
             if st is None:

@@ -46,7 +46,8 @@ When every place is taken (``places.py``) a new connection waits: it is
 read, but before its first complete request is answered it asks the server
 for a place (``connection_ready``); without one that request is answered 503.
 With a token file, every request must carry the bearer token (``auth.py``)
-or is answered 401.
+or is answered 401. With ``--writable``, ``PUT`` bodies go to the upload
+store as they arrive and ``DELETE ?upload`` aborts an upload (``writer.py``).
 
 The connection knows its server only as a ``ServerContext``
 (``context.py``): configuration, counters, the served root, the access log
@@ -73,18 +74,23 @@ from dtune.server.context import ServerContext
 from dtune.server.paths import PathRejected, split_target
 from dtune.server.request import Request, RequestReader
 from dtune.server.send import BodySender, wake
+from dtune.server.uploads import is_internal
+from dtune.server.writer import CONTINUE, UploadHandler
 
 STATS_PATH = b"/.well-known/dtune/stats"
 
 REASONS = {
-    200: "OK", 206: "Partial Content", 301: "Moved Permanently", 304: "Not Modified",
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 206: "Partial Content",
+    301: "Moved Permanently", 304: "Not Modified",
     400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-    413: "Content Too Large", 414: "URI Too Long", 416: "Range Not Satisfiable",
-    431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable",
+    409: "Conflict", 411: "Length Required", 413: "Content Too Large", 414: "URI Too Long",
+    416: "Range Not Satisfiable", 417: "Expectation Failed", 431: "Request Header Fields Too Large",
+    500: "Internal Server Error", 503: "Service Unavailable", 507: "Insufficient Storage",
 }
 SERVER_NAME = f"dtune/{__version__}"
 _MIME: dict[bytes, str] = {}
 _QUERY_SAFE = "/?&=;:@!$'()*+,%~-._"  # a query copied into Location stays printable ASCII
+LINGER = 2.0  # seconds a connection reads and drops after refusing an upload before its body (as Apache's lingering close)
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST and drops unsent data
 
 
@@ -101,7 +107,7 @@ def content_type(path: bytes) -> str:
     return found
 
 
-class HttpConnection(BodySender, asyncio.Protocol):
+class HttpConnection(UploadHandler, BodySender, asyncio.Protocol):
     """The asyncio protocol for one accepted connection (see module docstring)."""
 
     def __init__(self, server: ServerContext) -> None:
@@ -113,7 +119,10 @@ class HttpConnection(BodySender, asyncio.Protocol):
         self._dup_fd = -1
         self._peer = "-"
         self._queue: deque[Request] = deque()
-        self._reader = RequestReader(server.config, self._queue)
+        self._reader = RequestReader(server.config, self._queue,
+                                     self._upload_head if server.uploads is not None else None)
+        self._continue_due: Request | None = None  # owes a 100 Continue once the answers before it are out
+        self._lingering = False
         self._out: list[bytes] = []
         self._out_bytes = 0
         self._task: asyncio.Task[None] | None = None
@@ -154,6 +163,7 @@ class HttpConnection(BodySender, asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._stopped = True
+        self._drop_uploads()
         self._queue.clear()
         if self._task is not None:
             self._task.cancel()
@@ -187,7 +197,7 @@ class HttpConnection(BodySender, asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._stopped:
-            return
+            return  # (while lingering too: what a refused upload still sends is dropped)
         if self._reader.feed(data, self._loop.time()):
             self._stop_reading()  # an error marker or an Upgrade ends the queue
         if self._waiting and self._queue:
@@ -232,9 +242,12 @@ class HttpConnection(BodySender, asyncio.Protocol):
             if self._closed:
                 return
         self._flush()
+        if self._continue_due is not None and not self._closed:
+            self._continue_due = None  # (cleared when its body came complete without waiting for it)
+            self._transport.write(CONTINUE)  # type: ignore[union-attr]
         if answered:  # idle from the last answer on (bytes that start no request do not count)
             self._idle_since = self._loop.time()
-        if self._stopped and self._transport is not None:
+        if self._stopped and self._transport is not None and not self._lingering:
             self._transport.close()  # EOF or error after the last answer
             return
         if not self._reading and not self._stopped:
@@ -305,11 +318,26 @@ class HttpConnection(BodySender, asyncio.Protocol):
                 self._srv.log_access(self._peer, req.method, req.target, status)
         if not req.keep_alive:
             self._stopped = True
+            self._drop_uploads()
             self._queue.clear()
             self._flush()
+            if req.linger and not self._tls and self._transport is not None and self._transport.can_write_eof():
+                self._linger()
+                return
             if self._transport is not None:
                 self._transport.close()
             self._closed = True
+
+    def _linger(self) -> None:
+        """Close after a refused upload without losing the answer: send FIN, then read and drop what
+        the client still sends until it closes or ``LINGER`` seconds pass (a close with unread data
+        would reset the connection and could destroy the answer before the client reads it)."""
+        self._lingering = True
+        self._idle_since = self._loop.time()
+        self._transport.write_eof()  # type: ignore[union-attr]
+        if not self._reading:
+            self._reading = True
+            self._transport.resume_reading()  # type: ignore[union-attr]
 
     def _head(self, status: int, req: Request, length: int | None, fields: str) -> bytes:
         if req.keep_alive:
@@ -333,8 +361,13 @@ class HttpConnection(BodySender, asyncio.Protocol):
     def _respond(self, req: Request):  # type: ignore[no-untyped-def]
         """Answer one request; return a coroutine when the answer must wait, else None."""
         if req.error:
-            self._simple(req, req.error)
+            self._simple(req, req.error, req.fields, (req.reason + "\n").encode() if req.reason else None)
             return None
+        if req.upload is not None:
+            if self._continue_due is req:  # the client sent the body without waiting: no 100 after the answer
+                self._continue_due = None
+            sink, req.upload = req.upload, None
+            return self._answer_upload(req, sink)
         if self._overflow:
             req.keep_alive = False
             self._simple(req, 503, "Retry-After: 1\r\n")
@@ -349,6 +382,9 @@ class HttpConnection(BodySender, asyncio.Protocol):
             is_get = True
         elif method == b"HEAD":
             is_get = False
+        elif self._srv.uploads is not None:
+            self._other_method(req)
+            return None
         else:
             self._simple(req, 405, "Allow: GET, HEAD\r\n")
             return None
@@ -368,9 +404,11 @@ class HttpConnection(BodySender, asyncio.Protocol):
             return None
         try:
             target = split_target(raw_path)
+            if is_internal(target):
+                raise PathRejected(404, "the server's own directory")
             fd, st, real = self._srv.root.open(target)
         except PathRejected as exc:
-            self._simple(req, exc.status)
+            self._simple(req, exc.status, self._pending_fields(raw_path) if exc.status == 404 else "")
             return None
         if stat.S_ISDIR(st.st_mode):
             try:
@@ -388,9 +426,12 @@ class HttpConnection(BodySender, asyncio.Protocol):
             os.close(fd)
             self._simple(req, 404)
             return None
-        return self._file(req, is_get, fd, st, target.relbytes)
+        uploads = self._srv.uploads
+        pending = uploads.fields_for(target.relbytes) if uploads is not None and uploads.entries else ""
+        return self._file(req, is_get, fd, st, target.relbytes, pending)
 
-    def _file(self, req: Request, is_get: bool, fd: int, st: os.stat_result, name: bytes):  # type: ignore[no-untyped-def]
+    def _file(self, req: Request, is_get: bool, fd: int, st: os.stat_result, name: bytes,  # type: ignore[no-untyped-def]
+              pending: str = ""):
         size = st.st_size
         mtime = int(st.st_mtime)
         etag = etag_for(size, st.st_mtime_ns)
@@ -405,7 +446,8 @@ class HttpConnection(BodySender, asyncio.Protocol):
             status, start, length = plan.status, plan.start, plan.length
         else:
             status, start, length = 200, 0, size
-        validators = f"ETag: {etag}\r\nLast-Modified: {http_date(mtime)}\r\nAccept-Ranges: bytes\r\n"
+        # (``pending``: Dtune-Received of an unfinished upload replacing this file, ``--writable``)
+        validators = f"ETag: {etag}\r\nLast-Modified: {http_date(mtime)}\r\nAccept-Ranges: bytes\r\n{pending}"
         if status == 304:
             os.close(fd)
             self._out.append(self._head(304, req, None, validators))
@@ -490,10 +532,16 @@ class HttpConnection(BodySender, asyncio.Protocol):
         if self._closed or self._transport is None:
             return
         cfg = self._cfg
-        if self._task is not None or self._queue:
+        if self._lingering:
+            if now - self._idle_since > LINGER:
+                self._abort()
+        elif self._task is not None or self._queue:
             if self._in_thread or now - self._progress_at <= cfg.send_timeout:
                 return
             self._abort(reset=True)  # the client stopped reading: free the socket buffers too
+        elif self._reader.in_body:
+            if now - self._reader.body_at > cfg.send_timeout:
+                self._abort(reset=True)  # an upload body stalled
         elif self._reader.in_head:
             if now - self._reader.head_started > cfg.header_timeout:
                 self._abort(reset=True)  # slowloris: the head did not arrive in time
@@ -510,7 +558,7 @@ class HttpConnection(BodySender, asyncio.Protocol):
 
     def unused_since(self) -> float | None:
         """When this connection last had nothing to do; None while a request is in progress."""
-        if self._task is not None or self._queue or self._closed:
+        if self._task is not None or self._queue or self._closed or self._reader.in_body:
             return None
         if self._reader.in_head:
             return self._reader.head_started

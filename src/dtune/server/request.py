@@ -21,21 +21,32 @@ httptools joins the pieces of a header name and value itself and calls
 would grow unseen by the counters: ``feed`` also bounds the raw bytes of
 one head that spans several reads (431 past the line and header limits
 plus 1 KiB of slack).
+
+Uploads (``--writable``): the connection passes a ``head_hook`` that is
+called when a head is complete, before its body. It returns None (an
+ordinary request: its body is counted against ``max_body`` and dropped), a
+sink whose ``write`` takes the body as it arrives (not counted: the hook
+has judged the length), or raises ``Refusal``. A refusal marked ``now`` is
+queued at once and reading stops (the connection lingers and closes after
+the answer); another one is answered after its body is dropped.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from typing import Any
 
 import httptools
 
 from dtune.server.config import ServerConfig
+from dtune.server.uploads import Refusal
 
 
 class Request:
     """One parsed request, or (``error`` set) the marker of a request that broke a limit."""
 
-    __slots__ = ("method", "target", "headers", "keep_alive", "http10", "error")
+    __slots__ = ("method", "target", "headers", "keep_alive", "http10", "error", "fields", "reason", "upload", "linger")
 
     def __init__(self) -> None:
         self.method = b""
@@ -44,6 +55,10 @@ class Request:
         self.keep_alive = True
         self.http10 = False
         self.error = 0  # a status (400, 413, 414, 431): answer it and close
+        self.fields = ""  # header lines of the error answer
+        self.reason = ""  # its body (a refused upload says why)
+        self.upload: Any = None  # the complete body's ``uploads.Sink`` (``--writable``)
+        self.linger = False  # an upload refused before its body: read and drop what follows before closing
 
 
 class _Limit(Exception):
@@ -53,9 +68,14 @@ class _Limit(Exception):
 class RequestReader:
     """The httptools parser of one connection and the limits it enforces (see module docstring)."""
 
-    def __init__(self, config: ServerConfig, queue: deque[Request]) -> None:
+    def __init__(self, config: ServerConfig, queue: deque[Request],
+                 head_hook: Callable[[Request], Any] | None = None) -> None:
         self._cfg = config
         self._queue = queue
+        self._head_hook = head_hook
+        self._sink: Any = None  # the upload body being written
+        self._refused = False
+        self.body_at = 0.0  # loop.time() of the last upload body bytes
         self._parser = httptools.HttpRequestParser(self)
         self._req: Request | None = None
         self._url = b""
@@ -80,6 +100,8 @@ class RequestReader:
                 self._queue[-1].keep_alive = False
             return True
         except httptools.HttpParserError:
+            if self._refused:
+                return True
             return self._fail(self._limit_status or 400)
         if was_in_head and self.in_head and seq == self._seq:
             # the whole read belongs to one unfinished head: bound what httptools buffers
@@ -132,12 +154,44 @@ class RequestReader:
         req.keep_alive = parser.should_keep_alive()  # type: ignore[union-attr]
         req.http10 = parser.get_http_version() == "1.0"  # type: ignore[union-attr]
         self.in_head = False
+        if self._head_hook is not None:
+            try:
+                self._sink = self._head_hook(req)
+            except Refusal as exc:
+                req.error = exc.status  # type: ignore[union-attr]
+                req.fields = exc.fields  # type: ignore[union-attr]
+                req.reason = exc.reason  # type: ignore[union-attr]
+                if exc.now:
+                    req.keep_alive = False  # type: ignore[union-attr]
+                    req.linger = True  # type: ignore[union-attr]
+                    self._queue.append(req)  # type: ignore[arg-type]
+                    self._refused = True
+                    raise _Limit from None
+            self.body_at = self.now
+
+    @property
+    def in_body(self) -> bool:
+        """An upload body is being received."""
+        return self._sink is not None
+
+    def take_sink(self) -> Any:
+        """The upload body in progress, taken away (the connection is gone)."""
+        sink, self._sink = self._sink, None
+        return sink
 
     def on_body(self, body: bytes) -> None:
+        sink = self._sink
+        if sink is not None:
+            sink.write(body)
+            self.body_at = self.now
+            return
         self._body_bytes += len(body)
         if self._body_bytes > self._cfg.max_body:
             self._limit_status = 413
             raise _Limit
 
     def on_message_complete(self) -> None:
+        if self._sink is not None:
+            self._req.upload = self._sink  # type: ignore[union-attr]
+            self._sink = None
         self._queue.append(self._req)  # type: ignore[arg-type]

@@ -540,7 +540,9 @@ def test_a_mirror_of_the_file_already_listed_is_not_a_collision() -> None:
 
 
 def test_collisions_are_found_in_one_pass_over_many_files() -> None:
-    """A dict per relpath: 200,000 files with a collision at the end list in linear time."""
+    """A dict per relpath: 200,000 files with a collision at the end list in linear time (about
+    1 CPU-s; a pairwise search would take hours). CPU time, not wall time: a loaded machine
+    stretches the wall clock, not the work."""
     import time  # (only this test measures)
 
     n = 200_000
@@ -548,7 +550,7 @@ def test_collisions_are_found_in_one_pass_over_many_files() -> None:
     web = FakeWeb()
     web.add("http://h/x/", json.dumps(names).encode(), JSON)
     web.add("http://g/y/", json.dumps(names[-1:]).encode(), JSON)
-    started = time.monotonic()
+    started = time.process_time()
     ds = run(["http://h/x/", "http://g/y/"], web)
     assert ds.collisions == [(f"f{n - 1}.bin", f"http://h/x/f{n - 1}.bin", f"http://g/y/f{n - 1}.bin")]
-    assert time.monotonic() - started < 30
+    assert time.process_time() - started < 30
