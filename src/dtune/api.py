@@ -119,9 +119,6 @@ async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: st
     refused); ``workers=N`` starts a local cluster of N processes for this transfer
     (docs/cluster.md).
     """
-    from dtune.transfer import request_from, run  # (the whole transfer: not for `import dtune`)
-    from dtune.transfer.events import progress_event  # (with the transfer)
-
     client = None
     if options.get("cluster") is not None and not isinstance(options["cluster"], str):
         client = options.pop("cluster")  # a Client object cannot go through the option table
@@ -130,10 +127,21 @@ async def aget(sources: str | os.PathLike | Sequence[str | os.PathLike], out: st
                             "(or the scheduler's address), not an asynchronous one")
         if options.get("workers") is not None:
             raise UsageError("cluster= and workers=: give one (an existing cluster, or a local one of N workers)")
-    values = resolve_options(options)
     items = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    return await _aget([os.fspath(s) for s in items], out, progress, options, client)
+
+
+async def _aget(items: list[str], out: str | os.PathLike, progress: Progress | None, options: dict[str, Any],
+                client: Any = None, lists: dict[str, bytes] | None = None) -> Result:
+    """``aget`` of ``items``; ``lists``: URL lists given as bytes, by the source that stands for
+    them (as ``dtune get -i -`` gives standard input's)."""
+    from dtune.transfer import request_from, run  # (the whole transfer: not for `import dtune`)
+    from dtune.transfer.events import progress_event  # (with the transfer)
+
+    values = resolve_options(options)
     outdir = os.fspath(out)
-    request = request_from([os.fspath(s) for s in items], outdir, values)
+    request = request_from(items, outdir, values)
+    request.lists = dict(lists or {})
     scale_out = None
     if client is not None or request.cluster is not None or request.workers is not None:
         from dtune.cluster import scale_out_for  # (Dask: only for a cluster)
@@ -167,13 +175,12 @@ async def aget_files(targets: Sequence[tuple[str, str | os.PathLike]], *, progre
     paths[0].parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="dtune-", dir=paths[0].parent))
     try:
-        if len(targets) == 1:
-            sources = [targets[0][0]]
-        else:
-            listing = staging / "sources.txt"
-            listing.write_text("".join(f"{url}\n  out={i}\n" for i, (url, _) in enumerate(targets)))
-            sources = [str(listing)]
-        staged = await aget(sources, staging / "files", progress=progress, **options)
+        lists = {}
+        if len(targets) > 1:
+            # a URL list in memory, named by its first URL: the history records that, not a
+            # staging file gone by the time anyone reads the row
+            lists[targets[0][0]] = "".join(f"{url}\n  out={i}\n" for i, (url, _) in enumerate(targets)).encode()
+        staged = await _aget([targets[0][0]], staging / "files", progress, options, lists=lists)
         if len(targets) == 1 and len(staged.files) > 1:
             raise DtuneError(f"{targets[0][0]}: a directory (it lists {len(staged.files)} files), not one file")
         files: list[FileReport | None] = [None] * len(targets)
