@@ -112,6 +112,9 @@ class OnlineSearch:
         self._slack = 0                       # hold: windows in a row with far too many connections
         self._shed_armed = True               # False: a shed failed on this path, none until it changes
         self._shedding = False
+        self._room = 0                        # hold: windows in a row with room on the path
+        self._room_armed = True               # False: a probe for room gained nothing, none until the path changes
+        self._room_probe = False
         self.base_rtt: float | None = None    # the lowest window RTT seen on this path
         self._began: float | None = None      # the first observation
         self._least_rtt = math.inf            # the lowest RTT of any tick (before a queue built up)
@@ -213,6 +216,14 @@ class OnlineSearch:
                 or (bytes_left is not None and bytes_left < self.k.tail_seconds * goodput))
         return self._decide(now, goodput, rtt, tail)
 
+    def utility(self, n: int, goodput: float) -> float:
+        """U(n) = goodput / K^n (K = ``cost``): what the search maximises (docs/algorithms.md)."""
+        return goodput / self.k.cost ** n
+
+    def worth(self, frm: int, to: int) -> float:
+        """The goodput ratio at which ``to`` connections are worth as much as ``frm``: U(to) = U(frm)."""
+        return self.k.cost ** (to - frm)
+
     def queued(self, rtt: float) -> bool:
         """Is this window's RTT well above the path's own (a queue at the bottleneck)?"""
         return self.base_rtt is not None and rtt > self.base_rtt * (1 + self.k.queue)
@@ -258,8 +269,9 @@ class OnlineSearch:
             bn, bg = self.best
             # a step up is kept for a real gain; one that also fills the bottleneck's queue must
             # gain twice as much (a few per cent of noise must not buy a queue)
-            need = 1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain)
-            if bg * (1 + k.gain) <= g < bg * need:
+            # (and never less than the utility asks: U(n) must beat U(best), docs/algorithms.md)
+            need = max(1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain), self.worth(bn, self.n))
+            if bg * max(1 + k.gain, self.worth(bn, self.n)) <= g < bg * need:
                 # a real gain that filled the queue too: the link is full — keep it, climb no further
                 self.best = (self.n, g)
                 return self._hold(g)
@@ -284,7 +296,9 @@ class OnlineSearch:
         if self.phase == "down":
             bn, bg = self.best
             loss = k.slack_loss if self._shedding else k.shed_loss
-            if g >= max(bg * (1 - loss), self.floor_rate):
+            # kept if the utility did not fall: U(n) ≥ U(best) (fewer connections may cost up to
+            # 1 - K^-(bn - n) of goodput), or the loss is within the shed's own allowance
+            if g >= max(bg * min(1 - loss, self.worth(bn, self.n)), self.floor_rate):
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
@@ -295,7 +309,8 @@ class OnlineSearch:
                 # loses it, 2 × 73 Mbit/s where 3 carried 198, measured on a 200 Mbit/s node)
                 return self._hold(g)
             return self._back(now, g, rtt, f"{self.n} connections gave {_mbps(g)}, less than "
-                                           f"{1 - k.shed_loss:.2f}× {_mbps(bg)} with {bn}")
+                                           f"{min(1 - loss, self.worth(bn, self.n)):.2f}× {_mbps(bg)} "
+                                           f"with {bn}")
         return self._in_hold(now, g, rtt, tail)
 
     def _in_hold(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
@@ -317,6 +332,7 @@ class OnlineSearch:
             self.ref = g
             self.base_rtt = self._least_rtt = rtt   # a new path: its own RTT from now on …
             self._shed_armed = True   # … and sheds judged afresh
+            self._room_armed = True
             if ratio < 1 and self.window_limited(g, rtt):
                 # the RTT grew: as many more connections as restore the former rate
                 return self._move(now, math.ceil(self.n * ref / max(g, 1.0)), g, rtt,
@@ -343,6 +359,17 @@ class OnlineSearch:
             why = (f"{self.n} connections carry {_mbps(g / self.n)} each, a window allows "
                    f"{_mbps(per_window)} over {rtt * 1000:.0f} ms: shed")
             return self._move(now, min(want, math.floor(self.n * k.shrink)), g, rtt, why, phase="down")
+        room = (self.n < self.cap and self.base_rtt is not None and not self.queued(rtt)
+                and g / max(1, self.n) >= k.room_fill * self.window / max(rtt, 1e-4))
+        self._room = self._room + 1 if room else 0
+        if self._room_armed and self._room >= k.room:
+            # every connection carries what its window allows and no queue builds: the path has
+            # room the search is not using (it shed for a stall that has passed): climb now
+            self._room = self._quiet = 0
+            self.best = (self.n, self.ref)
+            self._probing = self._room_probe = self._last_probe_up = True
+            return self._up(now, g, rtt, f"{self.n} window-limited connections carry {_mbps(g)} with no "
+                                         f"queue (RTT {rtt * 1000:.0f} ms): the path has room")
         if self._quiet < self._reprobe:
             return None
         self._quiet = 0
@@ -390,6 +417,9 @@ class OnlineSearch:
         if self._shedding:  # the windows are not what limits these connections: no more sheds
             self._shed_armed = False  # on this path (a change of path re-arms them)
             self._shedding = False
+        if self._room_probe:  # more connections bought nothing: the room was not the path's
+            self._room_armed = False  # (none until it changes)
+        self._room_probe = False
         self.phase = "hold"
         self.ref = bg
         self._quiet = 0
@@ -407,7 +437,7 @@ class OnlineSearch:
             self.best = (self.n, g)
         if not self._probing:
             self._reprobe = self.k.reprobe
-        self._probing = False
+        self._probing = self._room_probe = False
         self._quiet = 0
         return None
 

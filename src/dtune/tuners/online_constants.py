@@ -45,6 +45,17 @@ class OnlineConstants:
                                   # search to climb on; one that gains less but at least `gain` is
                                   # kept and held: the link is full (its queue says so)
     window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (Algorithm 1's)
+    cost: float = 1.005           # K of the utility U(n) = goodput / K^n (docs/algorithms.md, as
+                                  # Falcon's): a step from n to m connections is kept only if goodput
+                                  # grows by K^(m-n) (each connection added must buy 0.5 % more), and a
+                                  # step down is kept if goodput falls by at most 1 - K^-(n-m) (or by
+                                  # `shed_loss`, the larger): on a shared bottleneck the run with more
+                                  # connections gains less from them and sheds first, so runs converge
+    room: int = 2                 # hold: this many windows in a row of connections that each carry
+    room_fill: float = 0.9        # ≥ 0.9 × window / RTT (full windows: the link does not hold them
+                                  # back) with no queue (RTT at the path's own): the path has room, probe up now
+                                  # rather than after `reprobe` windows (a stall the search shed
+                                  # connections for has passed)
     tail_seconds: float = 2.0     # less work left than this at the current rate: no more probes
     pipeline_windows: float = 2.0  # whole files: the requests in flight on a connection cover two
                                    # windows (one on the wire, one for the next requests to reach the
