@@ -154,6 +154,12 @@ class OnlineSearch:
         return (max(k.min_settle, k.settle_rtts * rtt),
                 min(k.max_window, max(k.min_window, k.measure_rtts * rtt)))
 
+    @staticmethod
+    def _not_need(need: float, bg: float, bn: int) -> str:
+        if math.isinf(need):
+            return f"a lower utility than {_mbps(bg)} with {bn}"
+        return f"not {need:.2f}× {_mbps(bg)} with {bn}"
+
     def _queue_note(self, rtt: float) -> str:
         if not self.queued(rtt):
             return ""
@@ -217,12 +223,21 @@ class OnlineSearch:
         return self._decide(now, goodput, rtt, tail)
 
     def utility(self, n: int, goodput: float) -> float:
-        """U(n) = goodput / K^n (K = ``cost``): what the search maximises (docs/algorithms.md)."""
-        return goodput / self.k.cost ** n
+        """U(n) = goodput / K^s, K = ``cost``, s = the connections beyond those whose full windows
+        would carry this goodput over the path's own RTT (docs/algorithms.md): what the search
+        maximises. A connection whose window is full costs nothing; one the bottleneck holds back
+        (it only takes a share from the other flows there) costs a factor K."""
+        spare = max(0.0, n - goodput * self._path_rtt() / self.window)
+        return goodput / self.k.cost ** spare
 
-    def worth(self, frm: int, to: int) -> float:
-        """The goodput ratio at which ``to`` connections are worth as much as ``frm``: U(to) = U(frm)."""
-        return self.k.cost ** (to - frm)
+    def _path_rtt(self) -> float:
+        """The path's own RTT (before any queue): the lowest seen."""
+        return min(self.base_rtt or self.k.default_rtt, self._least_rtt)
+
+    def better(self, n: int, goodput: float) -> bool:
+        """Is U(n, goodput) at least U of the best count measured?"""
+        bn, bg = self.best
+        return self.utility(n, goodput) >= self.utility(bn, bg)
 
     def queued(self, rtt: float) -> bool:
         """Is this window's RTT well above the path's own (a queue at the bottleneck)?"""
@@ -269,22 +284,32 @@ class OnlineSearch:
             bn, bg = self.best
             # a step up is kept for a real gain; one that also fills the bottleneck's queue must
             # gain twice as much (a few per cent of noise must not buy a queue)
-            # (and never less than the utility asks: U(n) must beat U(best), docs/algorithms.md)
-            need = max(1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain), self.worth(bn, self.n))
-            if bg * max(1 + k.gain, self.worth(bn, self.n)) <= g < bg * need:
+            # (and the utility must not fall: U(n) ≥ U(best), docs/algorithms.md)
+            need = 1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain)
+            better = self.better(self.n, g)
+            if not better and g >= bg * (1 + k.gain):
+                # a real gain, but more connections than the windows need for it (a doubling
+                # overshoots: 64 where 41 fill 1 Gbit/s at 120 ms): shed to the windows' count
+                want = math.ceil(k.slack_margin * g * self._path_rtt() / self.window)
+                if bn < want < self.n and not tail:
+                    self.best = (self.n, g)
+                    return self._move(now, want, g, rtt, f"{self.n} connections gave {_mbps(g)} (was "
+                                      f"{_mbps(bg)} with {bn}), {want} windows carry it: shed", phase="down")
+                need = math.inf
+            elif bg * (1 + k.gain) <= g < bg * need:
                 # a real gain that filled the queue too: the link is full — keep it, climb no further
                 self.best = (self.n, g)
                 return self._hold(g)
             if self._probing and g < bg * need:
-                return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, not "
-                                               f"{need:.2f}× {_mbps(bg)} with {bn}{self._queue_note(rtt)}")
+                return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, "
+                                               f"{self._not_need(need, bg, bn)}{self._queue_note(rtt)}")
             if g >= bg * need:
                 self.best = (self.n, g)
                 if self.n < self.cap and not tail:
                     return self._up(now, g, rtt, f"{self.n} connections gave {_mbps(g)} (was {_mbps(bg)} "
                                                  f"with {bn})")
                 return self._hold(g)
-            why = (f"{self.n} connections gave {_mbps(g)}, not {need:.2f}× {_mbps(bg)} with {bn}"
+            why = (f"{self.n} connections gave {_mbps(g)}, {self._not_need(need, bg, bn)}"
                    + self._queue_note(rtt))
             if tail or bn <= self.floor:
                 return self._back(now, g, rtt, why)
@@ -296,9 +321,9 @@ class OnlineSearch:
         if self.phase == "down":
             bn, bg = self.best
             loss = k.slack_loss if self._shedding else k.shed_loss
-            # kept if the utility did not fall: U(n) ≥ U(best) (fewer connections may cost up to
-            # 1 - K^-(bn - n) of goodput), or the loss is within the shed's own allowance
-            if g >= max(bg * min(1 - loss, self.worth(bn, self.n)), self.floor_rate):
+            # kept if the loss is within the shed's allowance, or if the utility did not fall:
+            # U(n) ≥ U(best) (on a shared bottleneck the connections shed took only a share)
+            if g >= self.floor_rate and (g >= bg * (1 - loss) or self.better(self.n, g)):
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
@@ -309,8 +334,7 @@ class OnlineSearch:
                 # loses it, 2 × 73 Mbit/s where 3 carried 198, measured on a 200 Mbit/s node)
                 return self._hold(g)
             return self._back(now, g, rtt, f"{self.n} connections gave {_mbps(g)}, less than "
-                                           f"{min(1 - loss, self.worth(bn, self.n)):.2f}× {_mbps(bg)} "
-                                           f"with {bn}")
+                                           f"{1 - loss:.2f}× {_mbps(bg)} with {bn} and a lower utility")
         return self._in_hold(now, g, rtt, tail)
 
     def _in_hold(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
