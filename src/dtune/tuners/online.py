@@ -382,6 +382,11 @@ class OnlineSearch:
             want = math.ceil(k.slack_margin * g / per_window)
             why = (f"{self.n} connections carry {_mbps(g / self.n)} each, a window allows "
                    f"{_mbps(per_window)} over {rtt * 1000:.0f} ms: shed")
+            if self.queued(rtt):
+                # a queue holds them back: the bottleneck is shared, and these connections take a
+                # share from the other flows there; one step down at a time, each judged by U
+                want = math.floor(self.n * k.shrink)
+                why += " (a queue builds: one step)"
             return self._move(now, min(want, math.floor(self.n * k.shrink)), g, rtt, why, phase="down")
         room = (self.n < self.cap and self.base_rtt is not None and not self.queued(rtt)
                 and g / max(1, self.n) >= k.room_fill * self.window / max(rtt, 1e-4))
@@ -397,7 +402,9 @@ class OnlineSearch:
         if self._quiet < self._reprobe:
             return None
         self._quiet = 0
-        self._reprobe = min(k.reprobe_max, self._reprobe * 2)  # back to k.reprobe after a kept probe
+        # back to k.reprobe after a kept probe; under a queue (a bottleneck others may share, whose
+        # share changes as they come and go) no longer wait than that
+        self._reprobe = k.reprobe if self.queued(rtt) else min(k.reprobe_max, self._reprobe * 2)
         self.best = (self.n, self.ref)
         self._probing = True
         # one direction at a time, alternating: up also when the connections are not window-limited
