@@ -24,15 +24,18 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   windows need (after ``slow_start_rtts`` round trips; before, or when that
   is no more than one step, probe **down**).
 * **up** — multiply N by ``grow``. A step is kept only if goodput rises by at
-  least ``gain`` (a connection that adds less than its share is not worth
-  holding: the utility penalises connections adding nothing), and the next
-  step is tried; otherwise N goes back to the best, and the search probes down
+  least ``gain`` and the utility U = goodput / K^s does not fall (s: the
+  connections beyond those whose full windows carry the goodput, ``utility``;
+  a spare one only takes a share from other flows at the bottleneck, and must
+  buy ``cost`` − 1 = 2 % more; docs/algorithms.md), and the next step is tried
+  (a real gain that lowers U sheds to the windows' count); otherwise N goes back to the best, and the search probes down
   — unless ``shrink`` × N connections could not carry the best rate even with
   every window full (each carries more than ``shrink`` × window / RTT): then it
   holds, since a probe down could only lose rate. Re-probes from hold skip
   the down direction for the same reason.
 * **down** — multiply N by ``shrink``. A step is kept if goodput falls by at
-  most ``shed_loss``: the rate is reached with fewer connections, and the
+  most ``shed_loss``, or if U does not fall (on a shared bottleneck the run
+  with more spare connections sheds them first, so runs converge): the rate is reached with fewer connections, and the
   next step down is tried unless ``shrink`` × N windows could not carry the
   rate. Otherwise N goes back and the search **holds**.
 * **hold** — keep N and watch: a goodput ``change`` (±25 %) away from the
@@ -45,7 +48,10 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   bandwidth fell while the goodput held) are **shed** at once to what the
   windows need, with a margin; a shed that costs goodput is undone, and
   no other is tried until the path changes (something else limits these
-  connections). After ``reprobe`` quiet windows it tries one
+  connections); under a queue (a shared bottleneck) the shed is one
+  ``shrink``, judged by U. Full windows with no queue for ``room`` windows:
+  the path has room (the search shed for a stall that has passed): probe up
+  at once. After ``reprobe`` quiet windows it tries one
   probe, up and down in turn; each probe that fails doubles the wait, so a
   stable path is not disturbed for long.
 
