@@ -212,10 +212,12 @@ def main() -> int:
                     work.mkdir()
                     print(f"round {rnd + 1}/{args.rounds}: case {case} …", flush=True)
                     r = run_case(tb, url, names, case, args, work)
+                    r["load"] = os.getloadavg()[0]     # the machine's other work, for the record
                     results.append((case, rnd, r))
                     per = " ".join(f"{x:.0f}" for x in r["per_run_mbps"])
                     print(f"    per run {per} Mbit/s, total {r['total_mbps']:.0f}, Jain {r['jain']:.3f}, "
-                          f"stays ≥0.95 after {r['converged_s']} s, connections {r['connections']}", flush=True)
+                          f"stays ≥0.95 after {r['converged_s']} s, connections {r['connections']}, "
+                          f"load {r['load']:.1f}", flush=True)
                     for p in work.iterdir():
                         if p.is_dir():
                             shutil.rmtree(p, ignore_errors=True)
@@ -233,8 +235,10 @@ def main() -> int:
 
 def report(results: list[tuple[str, int, dict]], cases: list[str], args: argparse.Namespace) -> None:
     one = {v: [r["total_mbps"] for c, _, r in results if c == v + "1"] for v in ("", "base:")}
+    loads = [r["load"] for _, _, r in results]
     print(f"\nLink {LINK_MBIT:.0f} Mbit/s, {RTT_MS:.0f} ms; {args.rounds} round(s) of {args.seconds:.0f} s after the "
-          "last start; the machine is shared (other work runs): spread = min–max over rounds.\n")
+          "last start; the machine is shared (other work runs): spread = min–max over rounds; load average "
+          f"{min(loads, default=0):.1f}–{max(loads, default=0):.1f}.\n")
     print("| case | per-run Mbit/s (median of rounds) | total Mbit/s median (min–max) | fraction of link "
           "| alone / together | Jain (min) | s to Jain ≥ 0.95 (max) | connections |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
@@ -256,11 +260,11 @@ def report(results: list[tuple[str, int, dict]], cases: list[str], args: argpars
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["case", "round", "run", "mbps", "connections", "total_mbps", "jain", "converged_s"])
+            w.writerow(["case", "round", "run", "mbps", "connections", "total_mbps", "jain", "converged_s", "load"])
             for case, rnd, r in results:
                 for i, (x, c) in enumerate(zip(r["per_run_mbps"], r["connections"], strict=True)):
                     w.writerow([case, rnd, i, round(x, 1), c, round(r["total_mbps"], 1), round(r["jain"], 4),
-                                r["converged_s"]])
+                                r["converged_s"], round(r["load"], 2)])
         print(f"\nCSV: {args.csv}")
     if args.plot:
         plot(results, cases, args)
