@@ -15,7 +15,12 @@ Cases (each in every round; rounds interleave the cases, in a new random order e
 
 * ``N`` (1, 2, 4): N ``dtune get URL -o DIR --json`` started together in the client namespace;
 * ``Ns`` (2s, 4s): the same, each run started ``--stagger`` s (30) after the one before;
-* ``aria``: one dtune run and one ``aria2c -x16 -s16 -j1`` over the same files, started together.
+* ``aria``: one dtune run and one ``aria2c -x16 -s16 -j1`` over the same files, started together;
+* ``Nw`` (1w): N runs, each ``--workers 2`` (two local worker processes: two CPUs' share).
+
+Each case also reports, per dtune process (the main one: not the workers of ``Nw``), the seconds it
+spent on a CPU and waiting for one (/proc schedstat): on this shared machine a run that waits as
+long as it runs is held back by the CPU, not by the path.
 
 Every run stops ``--seconds`` s after the last start (SIGTERM). The table gives, after the last
 start (the first ``--warmup`` s skipped): each run's Mbit/s and median connections, the total, the
@@ -73,16 +78,36 @@ def dataset(cache: Path, files: int, file_mb: int) -> Path:
     return root
 
 
-def parse_case(case: str) -> tuple[int, bool, bool]:
-    """(runs, staggered, with aria2c) of a case name (``base:`` before it: the --baseline dtune)."""
+def parse_case(case: str) -> tuple[int, bool, bool, int]:
+    """(runs, staggered, with aria2c, --workers) of a case name (``base:`` before it: the
+    --baseline dtune; ``w`` after it: each run with ``--workers 2``)."""
     case = case.removeprefix("base:")
     if case == "aria":
-        return 1, False, True
+        return 1, False, True, 0
+    workers = 2 if case.endswith("w") else 0
+    case = case.removesuffix("w")
     stag = case.endswith("s")
-    n = int(case.rstrip("s"))
+    try:
+        n = int(case.rstrip("s"))
+    except ValueError:
+        raise SystemExit(f"share.py: case {case!r}: N, Ns, Nw or aria") from None
     if not 1 <= n <= 8:
         raise SystemExit(f"share.py: case {case!r}: 1 to 8 runs")
-    return n, stag, False
+    return n, stag, False, workers
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(on a CPU, waiting for one) seconds of every thread of ``pid`` so far (/proc schedstat):
+    a run that waits for a CPU as long as it runs is held back by the machine, not the path."""
+    on = wait = 0.0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                a, b, _ = f.read().split()
+            on, wait = on + int(a) / 1e9, wait + int(b) / 1e9
+    except (OSError, ValueError):
+        pass
+    return on, wait
 
 
 class DirPoller(threading.Thread):
@@ -107,7 +132,7 @@ class DirPoller(threading.Thread):
 
 def run_case(tb: Testbed, url: str, names: list[str], case: str, args: argparse.Namespace,
              work: Path) -> dict:
-    n, stag, aria = parse_case(case)
+    n, stag, aria, workers = parse_case(case)
     env = None
     if case.startswith("base:"):
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([args.baseline, os.environ.get("PYTHONPATH", "")])}
@@ -125,7 +150,8 @@ def run_case(tb: Testbed, url: str, names: list[str], case: str, args: argparse.
             outs.append(out)
             logs.append((log, time.monotonic() - zero))
             procs.append(tb.popen("client", [PY, "-m", "dtune", "get", url, "-o", str(out), "--json",
-                                             "--no-progress", *args.extra], stdout=log, stderr=log, env=env))
+                                             "--no-progress", *(["--workers", str(workers)] if workers else []),
+                                             *args.extra], stdout=log, stderr=log, env=env))
             if aria and i == 0:
                 adir = work / "aria2c"
                 adir.mkdir()
@@ -142,6 +168,7 @@ def run_case(tb: Testbed, url: str, names: list[str], case: str, args: argparse.
                 break
             time.sleep(0.2)
     finally:
+        cpu = [cpu_seconds(p.pid) for p in procs[:len(logs)] if p.poll() is None]
         for p in procs:
             stop_group(p, grace=5.0)
         if poller is not None:
@@ -155,6 +182,7 @@ def run_case(tb: Testbed, url: str, names: list[str], case: str, args: argparse.
         series.append(poller.rows)
     summary = share_summary(series, starts[-1], end, step=args.bin, warmup=args.warmup)
     summary["series"] = series
+    summary["cpu"] = cpu
     summary["starts"] = starts
     summary["end"] = end
     return summary
@@ -217,7 +245,8 @@ def main() -> int:
                     per = " ".join(f"{x:.0f}" for x in r["per_run_mbps"])
                     print(f"    per run {per} Mbit/s, total {r['total_mbps']:.0f}, Jain {r['jain']:.3f}, "
                           f"stays ≥0.95 after {r['converged_s']} s, connections {r['connections']}, "
-                          f"load {r['load']:.1f}", flush=True)
+                          f"load {r['load']:.1f}; CPU s (on, waiting) of the dtune processes "
+                          f"{[(round(a, 1), round(b, 1)) for a, b in r['cpu']]}", flush=True)
                     for p in work.iterdir():
                         if p.is_dir():
                             shutil.rmtree(p, ignore_errors=True)
