@@ -24,15 +24,18 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   windows need (after ``slow_start_rtts`` round trips; before, or when that
   is no more than one step, probe **down**).
 * **up** — multiply N by ``grow``. A step is kept only if goodput rises by at
-  least ``gain`` (a connection that adds less than its share is not worth
-  holding: the utility penalises connections adding nothing), and the next
-  step is tried; otherwise N goes back to the best, and the search probes down
+  least ``gain`` and the utility U = goodput / K^s does not fall (s: the
+  connections beyond those whose full windows carry the goodput, ``utility``;
+  a spare one only takes a share from other flows at the bottleneck, and must
+  buy ``cost`` − 1 = 2 % more; docs/algorithms.md), and the next step is tried
+  (a real gain that lowers U sheds to the windows' count); otherwise N goes back to the best, and the search probes down
   — unless ``shrink`` × N connections could not carry the best rate even with
   every window full (each carries more than ``shrink`` × window / RTT): then it
   holds, since a probe down could only lose rate. Re-probes from hold skip
   the down direction for the same reason.
 * **down** — multiply N by ``shrink``. A step is kept if goodput falls by at
-  most ``shed_loss``: the rate is reached with fewer connections, and the
+  most ``shed_loss``, or if U does not fall (on a shared bottleneck the run
+  with more spare connections sheds them first, so runs converge): the rate is reached with fewer connections, and the
   next step down is tried unless ``shrink`` × N windows could not carry the
   rate. Otherwise N goes back and the search **holds**.
 * **hold** — keep N and watch: a goodput ``change`` (±25 %) away from the
@@ -45,7 +48,10 @@ slow start), then ``measure_rtts`` round trips of bytes written (at least
   bandwidth fell while the goodput held) are **shed** at once to what the
   windows need, with a margin; a shed that costs goodput is undone, and
   no other is tried until the path changes (something else limits these
-  connections). After ``reprobe`` quiet windows it tries one
+  connections); under a queue (a shared bottleneck) the shed is one
+  ``shrink``, judged by U. Full windows with no queue for ``room`` windows:
+  the path has room (the search shed for a stall that has passed): probe up
+  at once. After ``reprobe`` quiet windows it tries one
   probe, up and down in turn; each probe that fails doubles the wait, so a
   stable path is not disturbed for long.
 
@@ -112,6 +118,9 @@ class OnlineSearch:
         self._slack = 0                       # hold: windows in a row with far too many connections
         self._shed_armed = True               # False: a shed failed on this path, none until it changes
         self._shedding = False
+        self._room = 0                        # hold: windows in a row with room on the path
+        self._room_armed = True               # False: a probe for room gained nothing, none until the path changes
+        self._room_probe = False
         self.base_rtt: float | None = None    # the lowest window RTT seen on this path
         self._began: float | None = None      # the first observation
         self._least_rtt = math.inf            # the lowest RTT of any tick (before a queue built up)
@@ -150,6 +159,12 @@ class OnlineSearch:
         k = self.k
         return (max(k.min_settle, k.settle_rtts * rtt),
                 min(k.max_window, max(k.min_window, k.measure_rtts * rtt)))
+
+    @staticmethod
+    def _not_need(need: float, bg: float, bn: int) -> str:
+        if math.isinf(need):
+            return f"a lower utility than {_mbps(bg)} with {bn}"
+        return f"not {need:.2f}× {_mbps(bg)} with {bn}"
 
     def _queue_note(self, rtt: float) -> str:
         if not self.queued(rtt):
@@ -213,6 +228,23 @@ class OnlineSearch:
                 or (bytes_left is not None and bytes_left < self.k.tail_seconds * goodput))
         return self._decide(now, goodput, rtt, tail)
 
+    def utility(self, n: int, goodput: float) -> float:
+        """U(n) = goodput / K^s, K = ``cost``, s = the connections beyond those whose full windows
+        would carry this goodput over the path's own RTT (docs/algorithms.md): what the search
+        maximises. A connection whose window is full costs nothing; one the bottleneck holds back
+        (it only takes a share from the other flows there) costs a factor K."""
+        spare = max(0.0, n - goodput * self._path_rtt() / self.window)
+        return goodput / self.k.cost ** spare
+
+    def _path_rtt(self) -> float:
+        """The path's own RTT (before any queue): the lowest seen."""
+        return min(self.base_rtt or self.k.default_rtt, self._least_rtt)
+
+    def better(self, n: int, goodput: float) -> bool:
+        """Is U(n, goodput) at least U of the best count measured?"""
+        bn, bg = self.best
+        return self.utility(n, goodput) >= self.utility(bn, bg)
+
     def queued(self, rtt: float) -> bool:
         """Is this window's RTT well above the path's own (a queue at the bottleneck)?"""
         return self.base_rtt is not None and rtt > self.base_rtt * (1 + self.k.queue)
@@ -258,21 +290,32 @@ class OnlineSearch:
             bn, bg = self.best
             # a step up is kept for a real gain; one that also fills the bottleneck's queue must
             # gain twice as much (a few per cent of noise must not buy a queue)
+            # (and the utility must not fall: U(n) ≥ U(best), docs/algorithms.md)
             need = 1 + (k.queue_gain * k.gain if self.queued(rtt) else k.gain)
-            if bg * (1 + k.gain) <= g < bg * need:
+            better = self.better(self.n, g)
+            if not better and g >= bg * (1 + k.gain):
+                # a real gain, but more connections than the windows need for it (a doubling
+                # overshoots: 64 where 41 fill 1 Gbit/s at 120 ms): shed to the windows' count
+                want = math.ceil(k.slack_margin * g * self._path_rtt() / self.window)
+                if bn < want < self.n and not tail:
+                    self.best = (self.n, g)
+                    return self._move(now, want, g, rtt, f"{self.n} connections gave {_mbps(g)} (was "
+                                      f"{_mbps(bg)} with {bn}), {want} windows carry it: shed", phase="down")
+                need = math.inf
+            elif bg * (1 + k.gain) <= g < bg * need:
                 # a real gain that filled the queue too: the link is full — keep it, climb no further
                 self.best = (self.n, g)
                 return self._hold(g)
             if self._probing and g < bg * need:
-                return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, not "
-                                               f"{need:.2f}× {_mbps(bg)} with {bn}{self._queue_note(rtt)}")
+                return self._back(now, g, rtt, f"re-probe: {self.n} connections gave {_mbps(g)}, "
+                                               f"{self._not_need(need, bg, bn)}{self._queue_note(rtt)}")
             if g >= bg * need:
                 self.best = (self.n, g)
                 if self.n < self.cap and not tail:
                     return self._up(now, g, rtt, f"{self.n} connections gave {_mbps(g)} (was {_mbps(bg)} "
                                                  f"with {bn})")
                 return self._hold(g)
-            why = (f"{self.n} connections gave {_mbps(g)}, not {need:.2f}× {_mbps(bg)} with {bn}"
+            why = (f"{self.n} connections gave {_mbps(g)}, {self._not_need(need, bg, bn)}"
                    + self._queue_note(rtt))
             if tail or bn <= self.floor:
                 return self._back(now, g, rtt, why)
@@ -284,7 +327,9 @@ class OnlineSearch:
         if self.phase == "down":
             bn, bg = self.best
             loss = k.slack_loss if self._shedding else k.shed_loss
-            if g >= max(bg * (1 - loss), self.floor_rate):
+            # kept if the loss is within the shed's allowance, or if the utility did not fall:
+            # U(n) ≥ U(best) (on a shared bottleneck the connections shed took only a share)
+            if g >= self.floor_rate and (g >= bg * (1 - loss) or self.better(self.n, g)):
                 self.best = (self.n, g)
                 if self._shedding:  # the shed held the rate: the windows were the measure
                     self._shedding = False
@@ -295,7 +340,7 @@ class OnlineSearch:
                 # loses it, 2 × 73 Mbit/s where 3 carried 198, measured on a 200 Mbit/s node)
                 return self._hold(g)
             return self._back(now, g, rtt, f"{self.n} connections gave {_mbps(g)}, less than "
-                                           f"{1 - k.shed_loss:.2f}× {_mbps(bg)} with {bn}")
+                                           f"{1 - loss:.2f}× {_mbps(bg)} with {bn} and a lower utility")
         return self._in_hold(now, g, rtt, tail)
 
     def _in_hold(self, now: float, g: float, rtt: float, tail: bool) -> Step | None:
@@ -317,6 +362,7 @@ class OnlineSearch:
             self.ref = g
             self.base_rtt = self._least_rtt = rtt   # a new path: its own RTT from now on …
             self._shed_armed = True   # … and sheds judged afresh
+            self._room_armed = True
             if ratio < 1 and self.window_limited(g, rtt):
                 # the RTT grew: as many more connections as restore the former rate
                 return self._move(now, math.ceil(self.n * ref / max(g, 1.0)), g, rtt,
@@ -342,11 +388,29 @@ class OnlineSearch:
             want = math.ceil(k.slack_margin * g / per_window)
             why = (f"{self.n} connections carry {_mbps(g / self.n)} each, a window allows "
                    f"{_mbps(per_window)} over {rtt * 1000:.0f} ms: shed")
+            if self.queued(rtt):
+                # a queue holds them back: the bottleneck is shared, and these connections take a
+                # share from the other flows there; one step down at a time, each judged by U
+                want = math.floor(self.n * k.shrink)
+                why += " (a queue builds: one step)"
             return self._move(now, min(want, math.floor(self.n * k.shrink)), g, rtt, why, phase="down")
+        room = (self.n < self.cap and self.base_rtt is not None and not self.queued(rtt)
+                and g / max(1, self.n) >= k.room_fill * self.window / max(rtt, 1e-4))
+        self._room = self._room + 1 if room else 0
+        if self._room_armed and self._room >= k.room:
+            # every connection carries what its window allows and no queue builds: the path has
+            # room the search is not using (it shed for a stall that has passed): climb now
+            self._room = self._quiet = 0
+            self.best = (self.n, self.ref)
+            self._probing = self._room_probe = self._last_probe_up = True
+            return self._up(now, g, rtt, f"{self.n} window-limited connections carry {_mbps(g)} with no "
+                                         f"queue (RTT {rtt * 1000:.0f} ms): the path has room")
         if self._quiet < self._reprobe:
             return None
         self._quiet = 0
-        self._reprobe = min(k.reprobe_max, self._reprobe * 2)  # back to k.reprobe after a kept probe
+        # back to k.reprobe after a kept probe; under a queue (a bottleneck others may share, whose
+        # share changes as they come and go) no longer wait than that
+        self._reprobe = k.reprobe if self.queued(rtt) else min(k.reprobe_max, self._reprobe * 2)
         self.best = (self.n, self.ref)
         self._probing = True
         # one direction at a time, alternating: up also when the connections are not window-limited
@@ -390,6 +454,9 @@ class OnlineSearch:
         if self._shedding:  # the windows are not what limits these connections: no more sheds
             self._shed_armed = False  # on this path (a change of path re-arms them)
             self._shedding = False
+        if self._room_probe:  # more connections bought nothing: the room was not the path's
+            self._room_armed = False  # (none until it changes)
+        self._room_probe = False
         self.phase = "hold"
         self.ref = bg
         self._quiet = 0
@@ -407,7 +474,7 @@ class OnlineSearch:
             self.best = (self.n, g)
         if not self._probing:
             self._reprobe = self.k.reprobe
-        self._probing = False
+        self._probing = self._room_probe = False
         self._quiet = 0
         return None
 

@@ -45,6 +45,17 @@ class OnlineConstants:
                                   # search to climb on; one that gains less but at least `gain` is
                                   # kept and held: the link is full (its queue says so)
     window_fraction: float = 0.7  # a connection's window is ~0.7 × the receive buffer (Algorithm 1's)
+    cost: float = 1.02            # K of the utility U = goodput / K^s (docs/algorithms.md; Falcon's
+                                  # U = T / K^n, K = 1.02): s counts the connections beyond those whose
+                                  # full windows carry the goodput. No step that lowers U is kept: one
+                                  # that adds connections the bottleneck holds back gains only a share
+                                  # taken from other flows (each must buy 2 % more), and on a shared
+                                  # bottleneck the run with more such connections sheds them first
+    room: int = 2                 # hold: this many windows in a row of connections that each carry
+    room_fill: float = 0.9        # ≥ 0.9 × window / RTT (full windows: the link does not hold them
+                                  # back) with no queue (RTT at the path's own): the path has room, probe up now
+                                  # rather than after `reprobe` windows (a stall the search shed
+                                  # connections for has passed)
     tail_seconds: float = 2.0     # less work left than this at the current rate: no more probes
     pipeline_windows: float = 2.0  # whole files: the requests in flight on a connection cover two
                                    # windows (one on the wire, one for the next requests to reach the
@@ -60,11 +71,13 @@ class OnlineConstants:
 def constants_for(sla: str | None) -> OnlineConstants:
     """The search's constants for an SLA: ``min-energy`` holds fewer connections.
 
-    Under min-energy a step up must gain 15 % (not 6 %) and a step down may
-    cost 10 % (not 3 %): every connection costs CPU time, so the search
-    settles on the fewest that give most of the rate (the floor, when the
-    user gave ``--min-throughput``, is kept by ``OnlineSearch.floor_rate``).
+    Under min-energy a step up must gain 15 % (not 6 %), a step down may
+    cost 10 % (not 3 %), and each connection beyond those whose windows the
+    rate fills must buy 5 % (K = 1.05, not 1.02): every connection costs CPU
+    time, so the search settles on the fewest that give most of the rate
+    (the floor, when the user gave ``--min-throughput``, is kept by
+    ``OnlineSearch.floor_rate``).
     """
     if sla == "min-energy":
-        return OnlineConstants(gain=0.15, shed_loss=0.10)
+        return OnlineConstants(gain=0.15, shed_loss=0.10, cost=1.05)
     return OnlineConstants()

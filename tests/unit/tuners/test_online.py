@@ -194,7 +194,10 @@ def test_min_energy_settles_on_fewer_connections_and_keeps_the_floor():
     path.goodput = lambda n, t, old_n, since: GBIT * (1 - 0.9 ** n)  # type: ignore[method-assign]
     held = {}
     for sla in ("max-throughput", "min-energy"):
-        search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW, constants=constants_for(sla))
+        # (half windows: 16 connections carry 815 Mbit/s at full windows, 32 carry 966 with 6 to
+        # spare; the utility's K, 1.02 or min-energy's 1.05 per spare one, docs/algorithms.md, and
+        # the SLA's gain decide)
+        search = OnlineSearch(4, cap=DEFAULT_CAP, window=WINDOW / 2, constants=constants_for(sla))
         trace, _ = run(search, path, 20.0)
         held[sla] = (statistics.median(n for t, n, _ in trace if t > 10.0), mean_goodput(trace, 10.0, 20.0))
     assert held["min-energy"][0] < held["max-throughput"][0]
