@@ -242,7 +242,8 @@ class _Discovery:
             raise DiscoveryError(f"{source}: more than max_files={self._max_files} files; "
                                  "raise the limit to fetch them all")
         self._owner[spec.relpath] = (source, spec.url)
-        spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
+        if spec.mirrors:  # (a file without mirrors keeps its one empty list: no second one per file)
+            spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
         self._mirrors_of[spec.relpath] = spec.mirrors
         self.dataset.files.append(spec)
 

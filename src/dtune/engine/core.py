@@ -117,7 +117,7 @@ class Engine:
             f = FileState(i, spec, path, name) if stream is None else StreamedFile(i, spec, path, name)
             self.files.append(f)
             self.partitions[name].files.append(f)
-        replicas = max((len(f.replicas) for f in self.files), default=1)
+        replicas = max((1 + len(f.spec.mirrors) for f in self.files), default=1)
         self.health = ReplicaHealth(replicas, self.options)
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
