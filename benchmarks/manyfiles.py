@@ -4,7 +4,7 @@ A synthetic tree (``tests/support/synthtree.py``: a dtune manifest of N files, n
 server's disk) is fetched by ``dtune get URL/`` and by ``aria2c -j16 -i urls.txt`` (the same
 files as a URL list), in interleaved rounds, each into a fresh ``dtune-manyfiles-*`` directory
 that is removed afterwards. Per run: wall seconds, files per second, the client's peak RSS
-(``os.wait4``'s ru_maxrss) and its bytes per file over a one-file run's RSS (the interpreter's
+(``VmHWM``, read while it runs) and its bytes per file over a one-file run's RSS (the interpreter's
 baseline), seconds to the first file in place, and whether every file arrived (a run that did
 not get them all is reported, not timed).
 
@@ -74,6 +74,20 @@ def first_file(top: str, started: float, box: list, done: threading.Event) -> No
         time.sleep(0.05)
 
 
+def follow_hwm(pid: int, box: list, done: threading.Event) -> None:
+    """The client's peak RSS (``VmHWM``), read until it exits: ``ru_maxrss`` would count the forked
+    copy of this script before the exec."""
+    while not done.is_set():
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        box[0] = max(box[0], int(line.split()[1]) * 1024)
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
 def run_tool(tool: str, base: str, outdir: str, env: dict) -> dict:
     if tool == "dtune":
         cmd = [sys.executable, "-m", "dtune", "get", base, "-o", outdir, "--no-progress", "--no-history"]
@@ -89,12 +103,16 @@ def run_tool(tool: str, base: str, outdir: str, env: dict) -> dict:
     watcher = threading.Thread(target=first_file, args=(outdir, started, box, done), daemon=True)
     watcher.start()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    hwm = [0]
+    sampler = threading.Thread(target=follow_hwm, args=(proc.pid, hwm, done), daemon=True)
+    sampler.start()
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.monotonic() - started
     done.set()
     watcher.join()
+    sampler.join()
     err = proc.stderr.read().decode(errors="replace")[-300:] if proc.stderr else ""
-    return {"seconds": seconds, "rc": os.waitstatus_to_exitcode(status), "rss_kb": usage.ru_maxrss,
+    return {"seconds": seconds, "rc": os.waitstatus_to_exitcode(status), "rss_kb": hwm[0] // 1024,
             "cpu_s": usage.ru_utime + usage.ru_stime, "first_file_s": box[0] if box else None,
             "got": count_files(outdir), "error": err.strip(), "cmd": " ".join(cmd)}
 
