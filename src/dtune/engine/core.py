@@ -249,7 +249,7 @@ class Engine:
                 error = f"{f.relpath}: transfer did not finish"
             checksum = f.checksum.label() if f.checksum is not None and status in ("done", "skipped") else None
             result.files.append(FileResult(f.relpath, status, f.size, error, checksum, list(f.dropped),
-                                           sum(r.renewed for r in f.replicas)))
+                                           f.renewals()))
         return result
 
     # ---- a stream ------------------------------------------------------------------

@@ -143,6 +143,16 @@ class FileState:
             self._replicas = [Replica(u) for u in (self.spec.url, *self.spec.mirrors)]
         return self._replicas
 
+    def renewals(self) -> int:
+        """Expired links renewed for this file (``Replica.renewed``, summed over its replicas)."""
+        return 0 if self._replicas is None else sum(r.renewed for r in self._replicas)
+
+    def shed(self) -> None:
+        """The file has ended (done, failed, skipped): its replicas go unless a link was renewed
+        (what the result counts); a late answer for it finds them made again from the listing."""
+        if not self.renewals():
+            self._replicas = None
+
     @property
     def place(self) -> Place:
         """Its working files, in DIR/.dtune (``statedir``)."""
