@@ -22,6 +22,7 @@ import argparse
 import csv
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -170,7 +171,7 @@ def main() -> None:
         w.writerows(rows)
     lines = [f"{args.files} files of {args.size} B on loopback, {args.rounds} interleaved rounds "
              f"(load average during runs {min(r['load1'] for r in rows)}–{max(r['load1'] for r in rows)})", "",
-             "| tool | files/s median (min–max) | peak RSS MB (min–max) | bytes/file over baseline | "
+             "| tool | files/s median (min–max) | peak RSS MB (min–max) | bytes/file over baseline (min–max) | "
              "first file s | runs ok |", "|---|---|---|---|---|---|"]
     for tool in tools:
         mine = [r for r in rows if r["tool"] == tool]
@@ -178,17 +179,17 @@ def main() -> None:
         rss = sorted(r["rss_mb"] for r in mine)
         per = sorted(r["bytes_per_file"] for r in mine)
         first = sorted(r["first_file_s"] for r in mine if r["first_file_s"] is not None)
-        med = good[len(good) // 2] if good else None
+        med = round(statistics.median(good), 1) if good else None
         lines.append(f"| {tool} | {med} ({good[0] if good else '-'}–{good[-1] if good else '-'}) | "
-                     f"{rss[len(rss) // 2]} ({rss[0]}–{rss[-1]}) | {per[len(per) // 2]} | "
-                     f"{first[len(first) // 2] if first else '-'} | {len(good)}/{len(mine)} |")
+                     f"{statistics.median(rss)} ({rss[0]}–{rss[-1]}) | {statistics.median(per):.0f} "
+                     f"({per[0]}–{per[-1]}) | {statistics.median(first) if first else '-'} | {len(good)}/{len(mine)} |")
     if len(tools) == 2:
         a = [r for r in rows if r["tool"] == tools[0]]
         b = [r for r in rows if r["tool"] == tools[1]]
         ratios = sorted(x["files_per_s"] / y["files_per_s"] for x, y in zip(a, b, strict=False)
                         if x["ok"] and y["ok"])
         if ratios:
-            lines += ["", f"{tools[0]} / {tools[1]} files/s, per round: median {ratios[len(ratios) // 2]:.2f} "
+            lines += ["", f"{tools[0]} / {tools[1]} files/s, per round: median {statistics.median(ratios):.2f} "
                           f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f})"]
     text = "\n".join(lines) + "\n"
     Path(args.out, "summary.md").write_text(text)
