@@ -204,7 +204,7 @@ class _Discovery:
         self._max_files = max_files
         self._single_source = single_source
         self._owner: dict[str, tuple[str, str]] = {}  # relpath -> (the source it came from, its URL)
-        self._mirrors_of: dict[str, list[str]] = {}  # relpath -> the mirrors of the file kept for it
+        self._mirrors_of: dict[str, list[str]] = {}  # relpath -> the mirrors of the file kept for it (if any)
         self.dataset = Dataset()
         self.records: RecordSettings | None = None  # DOI resolver and figshare API (``discovery.catalogs``)
         self.sources: list[str] = []
@@ -234,7 +234,7 @@ class _Discovery:
         if first is not None:
             # the same URL reached twice (a page linking deep and its sub-page) is fine, and so is a
             # mirror of the file already listed; another file for the same path is a collision
-            if first[1] != spec.url and spec.url not in self._mirrors_of[spec.relpath] \
+            if first[1] != spec.url and spec.url not in self._mirrors_of.get(spec.relpath, ()) \
                     and first[1] not in spec.mirrors:
                 self.dataset.collisions.append((spec.relpath, first[1], spec.url))
             return
@@ -242,8 +242,10 @@ class _Discovery:
             raise DiscoveryError(f"{source}: more than max_files={self._max_files} files; "
                                  "raise the limit to fetch them all")
         self._owner[spec.relpath] = (source, spec.url)
-        spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
-        self._mirrors_of[spec.relpath] = spec.mirrors
+        if spec.mirrors:  # (a file without mirrors keeps its one empty list: no second one per file)
+            spec.mirrors = list(dict.fromkeys(m for m in spec.mirrors if m != spec.url))
+        if spec.mirrors:  # (only a file with mirrors: a million files without need no entry each)
+            self._mirrors_of[spec.relpath] = spec.mirrors
         self.dataset.files.append(spec)
 
     def _take(self, relpath: str) -> bool:

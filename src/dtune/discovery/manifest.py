@@ -48,15 +48,17 @@ def load_json(body: bytes, source: str, what: str) -> object:
 
 def parse_manifest(body: bytes, source: str) -> Listing:
     """Entries of a dtune manifest (files only, names untrusted)."""
-    return manifest_entries(load_json(body, source, "manifest"), source)
+    return manifest_entries(load_json(body, source, "manifest"), source, consume=True)
 
 
 def _non_negative_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def manifest_entries(doc: object, source: str) -> Listing:
-    """Entries of an already decoded manifest document."""
+def manifest_entries(doc: object, source: str, *, consume: bool = False) -> Listing:
+    """Entries of an already decoded manifest document. ``consume``: each file's object is let go
+    of (its place in ``files`` set to None) once its entry is made, so that a manifest of a million
+    files is never held twice, as decoded objects and as entries."""
     def bad(why: str) -> DiscoveryError:
         return DiscoveryError(f"{source}: dtune manifest: {why}")
 
@@ -93,4 +95,6 @@ def manifest_entries(doc: object, source: str) -> Listing:
                 raise bad(f"files[{i}].sha256 is not 64 hex digits")
             checksum = Checksum("sha256", sha256.lower(), "dtune manifest")
         listing.entries.append(Entry(name=path, size=size, mtime=mtime, checksum=checksum))
+        if consume:
+            files[i] = None
     return listing

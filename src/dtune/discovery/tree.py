@@ -90,7 +90,7 @@ def parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
 
         doc = load_json(res.body, page_url, "directory listing")
         if is_manifest(doc):
-            return "manifest", manifest_entries(doc, page_url)
+            return "manifest", manifest_entries(doc, page_url, consume=True)
         if isinstance(doc, list):
             from dtune.discovery.autoindex import nginx_json_entries  # listings only: not for one file
             return "nginx-json", nginx_json_entries(doc, page_url)
@@ -247,8 +247,10 @@ class TreeWalk:
                 else:
                     _, listing = parse_directory(outcome, final)
                 self.catalogue.dataset.warnings.extend(listing.warnings)
-                for entry in listing.entries:
-                    sub = self._entry(entry, final, prefix, depth, source)
+                entries, listing.entries = listing.entries, []
+                entries.reverse()
+                while entries:  # (each entry let go of once its file is added: not held twice)
+                    sub = self._entry(entries.pop(), final, prefix, depth, source)
                     if sub is not None and sub[0] not in seen:
                         seen.add(sub[0])
                         next_level.append(sub)

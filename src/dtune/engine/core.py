@@ -117,7 +117,7 @@ class Engine:
             f = FileState(i, spec, path, name) if stream is None else StreamedFile(i, spec, path, name)
             self.files.append(f)
             self.partitions[name].files.append(f)
-        replicas = max((len(f.replicas) for f in self.files), default=1)
+        replicas = max((1 + len(f.spec.mirrors) for f in self.files), default=1)
         self.health = ReplicaHealth(replicas, self.options)
         self.scheduler = Scheduler(self.options, replicas=replicas)
         self.scheduler.paused = self.health.paused_until  # one dict: paused replicas take no work
@@ -249,7 +249,7 @@ class Engine:
                 error = f"{f.relpath}: transfer did not finish"
             checksum = f.checksum.label() if f.checksum is not None and status in ("done", "skipped") else None
             result.files.append(FileResult(f.relpath, status, f.size, error, checksum, list(f.dropped),
-                                           sum(r.renewed for r in f.replicas)))
+                                           f.renewals()))
         return result
 
     # ---- a stream ------------------------------------------------------------------

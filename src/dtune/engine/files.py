@@ -30,14 +30,17 @@ from dtune.dataset import FileSpec
 from dtune.engine.hashahead import HashAhead
 from dtune.engine.journal import Journal, judge_header, load_journal, source_header
 from dtune.engine.ranges import RangeSet
+from dtune.engine.replica import Replica
 from dtune.errors import DiskError, DtuneError, HTTPError
 from dtune.fileio import digest_fd, digest_file, disk_error, open_nofollow, start_writeback, syncfs
-from dtune.http.message import Origin, resolve_location, split_url
+from dtune.http.message import resolve_location
 from dtune.http.redact import redact_url
 from dtune.http.validators import Validators, http_time
 from dtune.statedir import Place, ensure, set_aside
 
 MAX_BREAKS = 16   # places a file's tries broke off that are remembered: more are different faults
+_NONE: frozenset[int] = frozenset()  # the shared empty ``refused`` (a file's own set at its first drop)
+_NO_LANES: dict[int, int] = {}       # the shared empty ``lanes``: never written (``scheduler.assign``)
 
 
 def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: float | None,
@@ -68,69 +71,35 @@ def on_disk(local_size: int, local_mtime: float, *, size: int | None, mtime: flo
     return "ask"
 
 
-class Replica:
-    """One URL of a file: the primary (replica 0) or a mirror.
+class FileState:
+    """Everything the engine knows about one file while it moves.
 
-    ``original`` is the URL the user (or the listing) gave; ``url`` is where
-    requests go now: the original, or where its redirects led (a presigned
-    S3 URL, a CloudFront or Azure SAS link). A link that expires is renewed
-    by asking the original again (``renew``); ``hops`` counts the redirects
-    since the last time it was resolved, ``renewals`` the renewals in a row
-    that brought no byte, ``renewed`` every renewal (after one, answers are
-    held to every validator the first target showed: ``Validators.change``
-    with ``strict``).
+    A transfer holds one per file, a million for a million-file tree: the record has
+    ``__slots__``, its rarely used containers (``refused``, ``dropped``, ``notes``, ``breaks``,
+    ``lanes``) start as shared empty ones replaced at the first write, and its working paths
+    (``place``, ``part_path``, ``journal_path``) and ``replicas`` are made when first asked.
     """
 
-    __slots__ = ("url", "original", "origin", "target", "validators", "hops", "renewals", "renewed")
+    __slots__ = ("index", "spec", "relpath", "url", "_replicas", "refused", "dropped", "size", "checksum",
+                 "final_path", "piece", "notes", "legacy_note", "partition", "status", "error", "done",
+                 "ahead", "unassigned", "in_flight", "lanes", "group", "failures", "breaks", "not_before",
+                 "single_stream", "ranges_seen", "full_job", "probing", "validators", "journal_validators",
+                 "fd", "journal", "resumed", "done_zero", "gen", "restarts", "journaled",
+                 "if_modified_since", "local_size", "kept_by", "__dict__")
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.original = url
-        self.validators: Validators | None = None  # what its first answer carried (ETag, Last-Modified)
-        self.origin: Origin
-        self.origin, self.target = split_url(url)
-        self.hops = 0
-        self.renewals = 0
-        self.renewed = 0
-
-    @property
-    def redirected(self) -> bool:
-        """Do requests go to where a redirect led, not to the original URL?"""
-        return self.url != self.original
-
-    def move(self, url: str) -> None:
-        """Follow a redirect."""
-        self.origin, self.target = split_url(url)
-        self.url = url
-
-    def renew(self) -> None:
-        """The link a redirect led to was refused (it expired): ask the original URL again, which
-        redirects afresh. The validators stay: the new target must serve the same version."""
-        self.move(self.original)
-        self.hops = 0
-        self.renewals += 1
-        self.renewed += 1
-
-
-class FileState:
-    """Everything the engine knows about one file while it moves."""
-
-    def __init__(self, index: int, spec: FileSpec, final_path: Path, partition: str) -> None:
+    def __init__(self, index: int, spec: FileSpec, final_path: Path | str, partition: str) -> None:
         self.index = index
         self.spec = spec
         self.relpath = spec.relpath
         self.url = spec.url                 # the primary URL (recorded in the journal)
-        self.replicas = [Replica(u) for u in (spec.url, *spec.mirrors)]  # index = replica number
-        self.refused: set[int] = set()      # replicas this file no longer uses (another size, a 404, ...)
-        self.dropped: list[dict] = []       # why: {replica, url (redacted), status, reason}, in order
+        self._replicas: list[Replica] | None = None  # ``replicas``, made when first asked
+        self.refused: frozenset[int] | set[int] = _NONE  # replicas this file no longer uses (a 404, ...)
+        self.dropped: tuple | list[dict] = ()  # why: {replica, url (redacted), status, reason}, in order
         self.size = spec.size
         self.checksum = spec.checksum       # what verifies the bytes beyond their size (None: size only)
         self.final_path = str(final_path)
-        self.place = Place.of(self.final_path, spec.relpath)  # its working files, in DIR/.dtune (``statedir``)
-        self.part_path = self.place.part
         self.piece = spec.piece             # a cluster shard's share of the file (``dataset.Piece``)
-        self.journal_path = self.place.piece_journal(spec.piece.tag) if spec.piece else self.place.journal
-        self.notes: list[str] = []          # what resume_state has to say (a journal set aside)
+        self.notes: tuple | list[str] = ()  # what resume_state has to say (a journal set aside)
         self.legacy_note: str | None = None  # an older dtune's partial not resumed: why (``adopt_legacy``)
         self.partition = partition
         self.status = "queued"
@@ -139,10 +108,10 @@ class FileState:
         self.ahead: HashAhead | None = None  # the checksum's digest of the settled prefix (hashahead)
         self.unassigned: RangeSet | None = None  # bytes nobody is fetching; None = size unknown
         self.in_flight = 0                  # requests out for this file
-        self.lanes: dict[int, int] = {}     # lane id → requests of this file on it (p counts lanes)
+        self.lanes: dict[int, int] = _NO_LANES  # lane id → requests of this file on it (p counts lanes)
         self.group = None                   # the group working on it, if any
         self.failures = 0                   # consecutive failures without new bytes
-        self.breaks: list[int] = []         # bytes where a try's body broke off (``outcomes.repeats``)
+        self.breaks: tuple | list[int] = ()  # bytes where a try's body broke off (``outcomes.repeats``)
         self.not_before = 0.0               # backoff: no request before this engine time
         self.single_stream = False          # server ignores Range: whole-file GETs only
         self.ranges_seen = False            # a 206 for this file has arrived
@@ -167,16 +136,47 @@ class FileState:
         # mtime", "not modified": a 304); None for a file fetched, or hashed against its checksum
         self.kept_by: str | None = None
 
+    @property
+    def replicas(self) -> list[Replica]:
+        """The file's URLs, index = replica number: the primary, then its mirrors."""
+        if self._replicas is None:
+            self._replicas = [Replica(u) for u in (self.spec.url, *self.spec.mirrors)]
+        return self._replicas
+
+    def renewals(self) -> int:
+        """Expired links renewed for this file (``Replica.renewed``, summed over its replicas)."""
+        return 0 if self._replicas is None else sum(r.renewed for r in self._replicas)
+
+    def shed(self) -> None:
+        """The file has ended (done, failed, skipped): its replicas go unless a link was renewed
+        (what the result counts); a late answer for it finds them made again from the listing."""
+        if not self.renewals():
+            self._replicas = None
+
+    @property
+    def place(self) -> Place:
+        """Its working files, in DIR/.dtune (``statedir``)."""
+        return Place.of(self.final_path, self.relpath)
+
+    @property
+    def part_path(self) -> str:
+        return self.place.part
+
+    @property
+    def journal_path(self) -> str:
+        place = self.place
+        return place.piece_journal(self.piece.tag) if self.piece else place.journal
+
     def serves(self, replica: int) -> bool:
         """May a lane of ``replica`` fetch this file (it has that URL, and it was not dropped)?"""
         return replica < len(self.replicas) and replica not in self.refused
 
     def drop(self, replica: int, status: int | None, reason: str) -> dict:
         """This file no longer uses ``replica`` (its other files still do); returns what was recorded."""
-        self.refused.add(replica)
+        self.refused = {*self.refused, replica}
         entry = {"replica": replica, "url": redact_url(self.replicas[replica].original), "status": status,
                  "reason": reason}
-        self.dropped.append(entry)
+        self.dropped = [*self.dropped, entry]
         return entry
 
     # ---- planning ----------------------------------------------------------
@@ -251,7 +251,7 @@ class FileState:
         self.gen += 1
         self.close_files()
         self.done, self.ahead = RangeSet(), None
-        self.breaks = []
+        self.breaks = ()
         self.resumed = 0
         self.single_stream = False
         self.full_job = None
@@ -319,8 +319,8 @@ class FileState:
             if move:  # (a dry run only says what would happen)
                 aside = set_aside(self.place, self.journal_path, part=self.piece is None)
                 where = f"kept as {aside}" if aside else "left in place"
-                self.notes.append(f"{self.relpath}: its journal was set aside ({why}; {where}): "
-                                  f"the file starts over")
+                self.notes = [*self.notes, f"{self.relpath}: its journal was set aside ({why}; {where}): "
+                                           f"the file starts over"]
             return "fresh"
         if state is not None:
             try:

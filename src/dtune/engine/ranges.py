@@ -17,8 +17,10 @@ class RangeSet:
     __slots__ = ("_starts", "_ends")
 
     def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
-        self._starts: list[int] = []
-        self._ends: list[int] = []
+        # an empty set holds the shared empty tuple: a transfer holds one or two per file, a million
+        # for a million files, most of them empty; the lists are made by the first ``add``
+        self._starts: list[int] | tuple[()] = ()
+        self._ends: list[int] | tuple[()] = ()
         for start, end in ranges:
             self.add(start, end)
 
@@ -26,6 +28,9 @@ class RangeSet:
         if end <= start:
             return
         starts, ends = self._starts, self._ends
+        if not starts:
+            self._starts, self._ends = [start], [end]
+            return
         # first range whose end >= start (touching or overlapping merges)
         i = bisect.bisect_left(ends, start)
         j = i

@@ -206,6 +206,7 @@ class FileReports:
         f.status = "skipped"
         self.acct.file_skipped(f.partition, f.size or 0)
         self._emit("file_done", file=f.relpath, size=f.size, skipped=True, **verified_by(f))
+        f.shed()
 
     def _skip_file(self, f: FileState) -> None:
         """The file needs nothing fetched (a 304): kept, as a complete file found at start is."""
@@ -218,7 +219,7 @@ class FileReports:
         self.acct.file_skipped(f.partition, f.size or 0)
         self._detach(f)
         self._emit("file_done", file=f.relpath, size=f.size, skipped=True, not_modified=True, **verified_by(f))
-        self._file_finished()
+        self._file_finished(f)
 
     def _settle(self, f: FileState) -> None:
         """Commit a file once all its bytes are on disk and no request for it is out."""
@@ -396,7 +397,7 @@ class FileReports:
         self.acct.file_failed()
         self._detach(f)
         self._emit("error", file=f.relpath, reason=reason)
-        self._file_finished()
+        self._file_finished(f)
 
     def fail(self, f: FileState, reason: str) -> None:
         """Fail a file for a reason no request reported (a stream whose descriptor failed)."""
@@ -418,7 +419,7 @@ class FileReports:
         f.status = "done"
         self.acct.file_done(f.partition)
         self._emit("file_done", file=f.relpath, size=f.size, **verified_by(f))
-        self._file_finished()
+        self._file_finished(f)
 
     def _detach(self, f: FileState) -> None:
         group = f.group
@@ -427,5 +428,6 @@ class FileReports:
         f.group = None
         self.lanes.wake_partition(f)
 
-    def _file_finished(self) -> None:
+    def _file_finished(self, f: FileState) -> None:
+        f.shed()  # (an ended file keeps only what the result says of it)
         self._on_file_ended()

@@ -84,7 +84,9 @@ class Shape:
 def assign(f: FileState, lane: Lane) -> None:
     """A request for ``f`` is about to go out on ``lane``."""
     f.in_flight += 1
-    f.lanes[lane.id] = f.lanes.get(lane.id, 0) + 1
+    lanes = f.lanes or {}  # (a file's own dict from its first request: none is shared)
+    lanes[lane.id] = lanes.get(lane.id, 0) + 1
+    f.lanes = lanes
     lane.outstanding += 1
 
 

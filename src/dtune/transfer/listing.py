@@ -129,13 +129,17 @@ def _records(request: TransferRequest) -> RecordSettings:
     return RecordSettings(resolver=request.doi_resolver, figshare_api=request.figshare_api)
 
 
-def place(dataset: Dataset, outdir: str, warn: Callable[[str], None]) -> tuple[list, list[Path]]:
-    """Final paths under ``outdir``; names that would escape it are refused (and reported)."""
+def place(dataset: Dataset, outdir: str, warn: Callable[[str], None], *,
+          text: bool = False) -> tuple[list, list]:
+    """Final paths under ``outdir``; names that would escape it are refused (and reported).
+    ``text``: each path as a ``str`` rather than a ``Path`` (a tenth of the memory: the engine's
+    files take strings, and a million-file tree holds a million of them)."""
     specs, paths = [], []
     inside = Inside(outdir)
     for spec in dataset.files:
         try:
-            paths.append(inside(spec.relpath))
+            path = inside(spec.relpath)
+            paths.append(str(path) if text else path)
         except UnsafePathError as exc:
             warn(f"refusing {spec.relpath!r}: {exc}")
             continue
@@ -164,13 +168,14 @@ def warn_unverifiable(specs: list, emit: EventSink) -> None:
                                             f"{checksums.MISSING_CRC32C}: they will fail verification"})
 
 
-def placed(request: TransferRequest, dataset: Dataset, emit: EventSink) -> tuple[list[FileSpec], list[Path]]:
-    """The files of ``dataset`` to fetch and their final paths (``place``), its warnings said;
-    DtuneError when there is nothing to fetch (and why)."""
+def placed(request: TransferRequest, dataset: Dataset, emit: EventSink, *,
+           text: bool = False) -> tuple[list[FileSpec], list]:
+    """The files of ``dataset`` to fetch and their final paths (``place``; ``text``: as strings),
+    its warnings said; DtuneError when there is nothing to fetch (and why)."""
     for warning in dataset.warnings:
         emit({"event": "warning", "reason": warning})
     refuse_collisions(dataset, request.outdir)
-    specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}))
+    specs, paths = place(dataset, request.outdir, lambda msg: emit({"event": "warning", "reason": msg}), text=text)
     warn_unverifiable(specs, emit)
     if not specs:
         if dataset.unlisted:

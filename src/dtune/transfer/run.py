@@ -217,7 +217,7 @@ async def _list_and_fetch(request: TransferRequest, emit: EventSink,
     assert warm is not None  # (asked for with warm=True)
     try:
         try:
-            specs, paths = placed(request, found.dataset, emit)
+            specs, paths = placed(request, found.dataset, emit, text=True)
             if stream is not None and (len(specs) != 1 or found.dataset.unlisted):
                 raise UsageError(f"-o - writes one file to standard output, but the sources list "
                                  f"{len(specs) + len(found.dataset.unlisted)}: give a directory with -o DIR "
