@@ -302,7 +302,7 @@ FUNC_STAGE = {
     ("dtune.engine.files", "verify"): "verify", ("dtune.engine.files", "_check_digest"): "verify",
     ("dtune.engine.files", "finish"): "commit", ("dtune.engine.files", "commit_batch"): "commit",
     ("dtune.engine.files", "sync"): "commit", ("dtune.engine.files", "close_files"): "commit",
-    ("dtune.engine.files", "resume_state"): "plan", ("dtune.engine.files", "resume_all"): "plan",
+    ("dtune.engine.files", "resume_state"): "plan", ("dtune.engine.resume", "resume_all"): "plan",
     ("dtune.engine.request", "on_headers"): "response", ("dtune.engine.request", "on_complete"): "response",
 }
 MODULE_STAGE = (   # (module prefix, stage), first match wins

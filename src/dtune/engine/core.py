@@ -54,7 +54,7 @@ from pathlib import Path
 
 from dtune.accounting import Accounting, Snapshot
 from dtune.dataset import FileSpec
-from dtune.engine.files import FileState, resume_all
+from dtune.engine.files import FileState
 from dtune.engine.limiter import RateLimiter
 from dtune.engine.options import EngineOptions
 from dtune.engine.origins import OriginGate, OutageProbe
@@ -66,6 +66,7 @@ from dtune.engine.politeness import Politeness, Refused
 from dtune.engine.reports import FileReports
 from dtune.engine.request import RangeJob
 from dtune.engine.result import FileResult, TransferResult
+from dtune.engine.resume import resume_all
 from dtune.engine.scheduler import Cut, Piece, Scheduler, give_back, release, to_receive
 from dtune.engine.state import Lane, Partition, iter_lanes
 from dtune.engine.stream import Stream, StreamClosed, StreamedFile, prefix

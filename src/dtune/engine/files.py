@@ -557,21 +557,6 @@ class FileState:
                 pass
 
 
-def resume_all(files: list[FileState], update: bool, verify: bool = False) -> tuple[list[str], list[str]]:
-    """``resume_state`` of every file (the listing's names kept from adoption), and every note.
-    ``verify``: --verify-existing. Blocking."""
-    listed = {f.relpath for f in files}
-    states = [f.resume_state(update, verify, listed=listed) for f in files]
-    notes = [note for f in files for note in f.notes]
-    legacy = [f.legacy_note for f in files if f.legacy_note is not None]
-    if legacy:  # one line, however many there are
-        many = f"{len(legacy)} partial downloads" if len(legacy) > 1 else "the partial download"
-        notes.append(f"{many} an older dtune left next to the file (NAME.dtune-part) not resumed, as their "
-                     f"journal is for another source; left in place, the file starts over: {legacy[0]}"
-                     + (f" and {len(legacy) - 1} more" if len(legacy) > 1 else ""))
-    return states, notes
-
-
 def commit_batch(files: list[FileState]) -> list[str | None]:
     """Verify, make durable, then rename each file into place. Blocking.
 

@@ -8,8 +8,9 @@ import os
 from pathlib import Path
 
 from dtune.dataset import FileSpec
-from dtune.engine.files import FileState, resume_all
+from dtune.engine.files import FileState
 from dtune.engine.journal import MAGIC
+from dtune.engine.resume import resume_all
 
 
 def states(out: Path, names: list[str], size: int = 100) -> list[FileState]:
@@ -46,3 +47,36 @@ def test_a_dry_run_moves_nothing(tmp_path: Path) -> None:
     f = states(tmp_path, ["a"])[0]
     assert f.resume_state(False, move=False) == "fresh"
     assert sorted(os.listdir(tmp_path)) == ["a.dtune-journal", "a.dtune-part"]
+
+
+def scene(out: Path) -> list[FileState]:
+    """Files of every kind on disk: none (its directory missing or there), in place, in place with
+    another size, an older dtune's pair, a journal in .dtune/parts."""
+    (out / "d").mkdir()
+    (out / "d" / "kept").write_bytes(bytes(100))
+    (out / "d" / "short").write_bytes(bytes(7))
+    old_pair(out, "d/old", "http://h/d/old")
+    old_pair(out, "d/moved", "http://h/d/moved")
+    resume_all(states(out, ["d/moved"]), update=False)  # its pair now lives in .dtune/parts
+    return states(out, ["new/a", "d/fresh", "d/kept", "d/short", "d/old", "d/moved"])
+
+
+def test_listing_directories_once_answers_what_looking_at_each_file_does(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    listed, looked = scene(tmp_path / "one"), scene(tmp_path / "two")
+    got, _ = resume_all(listed, update=False)
+    want = [f.resume_state(False, listed={g.relpath for g in looked}) for f in looked]
+    assert got == want == ["fresh", "fresh", "skip", "fresh", "resume", "resume"]
+    assert [f.resumed for f in listed] == [f.resumed for f in looked]
+    assert [f.kept_by for f in listed] == [f.kept_by for f in looked]
+
+
+def test_a_fresh_output_directory_is_not_looked_at_file_by_file(tmp_path: Path, monkeypatch) -> None:
+    asked = []
+    real = FileState.resume_state
+    monkeypatch.setattr(FileState, "resume_state", lambda self, *a, **k: asked.append(self.relpath) or real(self, *a, **k))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "there").write_bytes(bytes(100))
+    got, _ = resume_all(states(tmp_path, [f"d/f{i}" for i in range(50)] + ["d/there", "e/f"]), update=False)
+    assert got == ["fresh"] * 50 + ["skip", "fresh"] and asked == ["d/there"]
