@@ -110,27 +110,47 @@ class Inside:
     """``resolve_inside`` for the many names of one dataset under one ``outdir``.
 
     The output directory and each directory a name lies in are resolved once,
-    then each name costs one ``lstat`` (more only where it is itself a symlink):
-    resolving every name from the root costs an ``lstat`` per component.
+    and listed once (``os.scandir``: which of its names are symlinks); a name
+    costs no system call then (more only where it is itself a symlink, or its
+    directory could not be listed: one ``lstat``). Resolving every name from
+    the root would cost an ``lstat`` per component.
     """
 
     def __init__(self, outdir: str | os.PathLike[str]) -> None:
         self.root = os.path.realpath(outdir)
         self._prefix = self.root.rstrip(os.sep) + os.sep   # what every real path inside starts with
         self._dirs: dict[str, str] = {"": self.root}  # directory under the root → its real path
+        self._links: dict[str, frozenset[str] | None] = {}  # real directory → its symlinks' names
 
     def __call__(self, relpath: str) -> Path:
+        return Path(self.text(relpath))
+
+    def text(self, relpath: str) -> str:
+        """``self(relpath)`` as a ``str``."""
         clean = safe_relpath(relpath)
         head, _, leaf = clean.rpartition("/")
         real_dir = self._dirs.get(head)
         if real_dir is None:
             real_dir = self._dirs[head] = self._real(os.path.join(self.root, head), relpath)
         real = os.path.join(real_dir, leaf)
-        if os.path.islink(real):
+        links = self._links[real_dir] if real_dir in self._links else self._list(real_dir)
+        if leaf in links if links is not None else os.path.islink(real):
             real = self._real(real, relpath)
         if real == self.root or not real.startswith(self._prefix):  # (the root itself: for "/")
             raise UnsafePathError(f"unsafe path {relpath!r}: resolves to {real!r}, outside {self.root!r}")
-        return Path(os.path.join(self.root, clean))
+        return os.path.join(self.root, clean)
+
+    def _list(self, real_dir: str) -> frozenset[str] | None:
+        """The names of the symlinks in ``real_dir`` (none when it is missing; None: not listed)."""
+        try:
+            with os.scandir(real_dir) as it:
+                links = frozenset(e.name for e in it if e.is_symlink())
+        except FileNotFoundError:
+            links = frozenset()
+        except OSError:
+            links = None
+        self._links[real_dir] = links
+        return links
 
     def _real(self, path: str, relpath: str) -> str:
         """``realpath(path)``; a symlink loop (which realpath leaves unresolved) is refused."""

@@ -138,8 +138,7 @@ def place(dataset: Dataset, outdir: str, warn: Callable[[str], None], *,
     inside = Inside(outdir)
     for spec in dataset.files:
         try:
-            path = inside(spec.relpath)
-            paths.append(str(path) if text else path)
+            paths.append(inside.text(spec.relpath) if text else inside(spec.relpath))
         except UnsafePathError as exc:
             warn(f"refusing {spec.relpath!r}: {exc}")
             continue

@@ -182,3 +182,17 @@ def test_inside_resolves_each_directory_once_and_still_checks_every_name(tmp_pat
     for name in ("away/x", "away/y"):
         with pytest.raises(UnsafePathError, match="outside"):
             inside(name)
+
+
+def test_one_inside_lists_a_directory_once_and_still_refuses_its_symlink_out(out) -> None:
+    (out / "d").mkdir()
+    for i in range(20):
+        (out / "d" / f"f{i}").write_bytes(b"")
+    os.symlink("/etc/passwd", out / "d" / "passwd")
+    os.symlink("f1", out / "d" / "alias")  # (a symlink that stays inside)
+    inside = Inside(out)
+    names = [f"d/f{i}" for i in range(20)] + ["d/alias", "d/new", "missing/dir/x"]
+    assert [inside.text(n) for n in names] == [str(out.resolve() / n) for n in names]
+    assert inside("d/f3") == out.resolve() / "d/f3"
+    with pytest.raises(UnsafePathError, match="outside"):
+        inside.text("d/passwd")
