@@ -81,13 +81,18 @@ def _content_type(headers: dict[str, str]) -> tuple[str, str | None]:
     return mime.strip().lower(), charset
 
 
+def _is_json(res: FetchResult) -> bool:
+    """Is a directory response read as JSON (a manifest, an nginx JSON index) by ``parse_directory``?"""
+    mime, _ = _content_type(res.headers)
+    return "json" in mime or (mime not in ("text/html", "application/xhtml+xml")
+                              and res.body.lstrip()[:1] in (b"{", b"["))
+
+
 def parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
     """Which kind of listing a directory response is, and its entries."""
     mime, charset = _content_type(res.headers)
-    first = res.body.lstrip()[:1]
     is_html = mime in ("text/html", "application/xhtml+xml")
-    if "json" in mime or (not is_html and first in (b"{", b"[")):
-
+    if _is_json(res):
         doc = load_json(res.body, page_url, "directory listing")
         if is_manifest(doc):
             return "manifest", manifest_entries(doc, page_url, consume=True)
@@ -95,7 +100,7 @@ def parse_directory(res: FetchResult, page_url: str) -> tuple[str, Listing]:
             from dtune.discovery.autoindex import nginx_json_entries  # listings only: not for one file
             return "nginx-json", nginx_json_entries(doc, page_url)
         raise DiscoveryError(f"{page_url}: JSON listing is neither a dtune manifest nor an nginx JSON index")
-    if is_html or (not mime and first == b"<"):
+    if is_html or (not mime and res.body.lstrip()[:1] == b"<"):
         from dtune.discovery.autoindex import parse_html_index  # html.parser: listings only
         return "html", parse_html_index(res.body, page_url, page_url, charset=charset)
     raise DiscoveryError(f"{page_url}: cannot list a directory served as {mime or 'no content type'!r}")
@@ -176,6 +181,8 @@ class TreeWalk:
             if outcome.status not in NO_INDEX:
                 return None
         else:
+            if _is_json(outcome):
+                return None  # (not a page: a JSON listing is read once, by the walk)
             try:
                 kind, listing = parse_directory(outcome, url)
             except DiscoveryError:
