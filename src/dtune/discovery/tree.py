@@ -269,7 +269,7 @@ class TreeWalk:
         rel = self.catalogue.safe(entry.name, page)
         if rel is None:
             return None
-        relpath = self.catalogue.safe(rel, page, prefix)
+        relpath = self.catalogue.safe(rel, page, prefix) if prefix else rel  # (``rel`` is already safe)
         if relpath is None:
             return None
         url = entry.urls[0] if entry.urls else join_url(page, rel)
