@@ -81,6 +81,7 @@ class Shape:
 
 
 # ---- bookkeeping of requests per file and lane ------------------------------------------------
+_NO_LANES: dict[int, int] = {}  # a file's ``lanes`` with no request out: shared, never written
 def assign(f: FileState, lane: Lane) -> None:
     """A request for ``f`` is about to go out on ``lane``."""
     f.in_flight += 1
@@ -98,6 +99,8 @@ def release(f: FileState, lane: Lane) -> None:
         f.lanes[lane.id] = left
     else:
         f.lanes.pop(lane.id, None)
+        if not f.lanes:  # (an emptied dict keeps its table: a million ended files would hold one each)
+            f.lanes = _NO_LANES
     lane.outstanding -= 1
 
 
