@@ -10,6 +10,10 @@ not get them all is reported, not timed).
 
     python benchmarks/manyfiles.py --files 20000 --rounds 3
     python benchmarks/manyfiles.py --files 1000000 --rounds 1 --tools dtune   # the million
+    python benchmarks/manyfiles.py --files 100000 --rounds 3 --tools dtune,dtune@/tmp/old-checkout
+
+``dtune@DIR`` is dtune run from another checkout (``DIR/src`` first on its path): a before and
+after measured side by side, interleaved.
 
 Writes ``results.csv``, ``summary.md`` and ``manyfiles.png`` (matplotlib, when installed) to
 ``--out`` (default ``/tmp/dtune-bench-manyfiles-<time>``). The machine's load average is
@@ -89,8 +93,19 @@ def follow_hwm(pid: int, box: list, done: threading.Event) -> None:
         time.sleep(0.05)
 
 
+def tool_env(tool: str, env: dict) -> dict:
+    """``dtune@DIR``: dtune from the checkout at DIR; any other tool: ``env`` as it is."""
+    if not tool.startswith("dtune@"):
+        return env
+    top = Path(tool.partition("@")[2]).resolve()
+    if not (top / "src" / "dtune").is_dir():
+        raise SystemExit(f"{tool}: {top / 'src' / 'dtune'} is not a dtune source directory")
+    return {**env, "PYTHONPATH": os.pathsep.join([str(top / "src"), str(top / "lab" / "src")])}
+
+
 def run_tool(tool: str, base: str, outdir: str, env: dict) -> dict:
-    if tool == "dtune":
+    env = tool_env(tool, env)
+    if tool == "dtune" or tool.startswith("dtune@"):
         cmd = [sys.executable, "-m", "dtune", "get", base, "-o", outdir, "--no-progress", "--no-history"]
     else:
         listing = outdir + "-urls.txt"
@@ -118,13 +133,19 @@ def run_tool(tool: str, base: str, outdir: str, env: dict) -> dict:
             "got": count_files(outdir), "error": err.strip(), "cmd": " ".join(cmd)}
 
 
+def label(tool: str) -> str:
+    """A tool's name fit for a directory name (``dtune@DIR`` → ``dtune-at-DIR``)."""
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in tool.replace("@", "-at-"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="dtune get vs aria2c -j16 on a synthetic tree of many files "
                                              "(files/s, peak RSS, first file)")
     ap.add_argument("--files", type=int, default=20000, help="files in the tree (default 20000)")
     ap.add_argument("--size", type=int, default=0, help="bytes per file (default 0)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    ap.add_argument("--tools", default="dtune,aria2c", help="comma-separated: dtune, aria2c")
+    ap.add_argument("--tools", default="dtune,aria2c",
+                    help="comma-separated: dtune, aria2c, dtune@DIR (dtune from the checkout at DIR)")
     ap.add_argument("--tmp", default=None, help="where the output directories go (default: system temp)")
     ap.add_argument("--out", default=f"/tmp/dtune-bench-manyfiles-{time.strftime('%Y%m%d-%H%M%S')}")
     args = ap.parse_args()
@@ -140,13 +161,13 @@ def main() -> None:
         servers[args.files] = start_server(args.files, args.size)
         baseline = {}
         for tool in tools:  # a one-file run: what the client costs before any file
-            r = run_tool(tool, servers[1][1], os.path.join(work, f"{tool}-base"), env)
+            r = run_tool(tool, servers[1][1], os.path.join(work, f"{label(tool)}-base"), env)
             baseline[tool] = r["rss_kb"]
-            shutil.rmtree(os.path.join(work, f"{tool}-base"), ignore_errors=True)
+            shutil.rmtree(os.path.join(work, f"{label(tool)}-base"), ignore_errors=True)
         for rnd in range(args.rounds):
             order = tools if rnd % 2 == 0 else tools[::-1]
             for tool in order:
-                outdir = os.path.join(work, f"{tool}-{rnd}")
+                outdir = os.path.join(work, f"{label(tool)}-{rnd}")
                 print(f"round {rnd + 1}/{args.rounds}: {tool} ...", flush=True)
                 r = run_tool(tool, servers[args.files][1], outdir, env)
                 shutil.rmtree(outdir, ignore_errors=True)
@@ -191,6 +212,11 @@ def main() -> None:
         if ratios:
             lines += ["", f"{tools[0]} / {tools[1]} files/s, per round: median {statistics.median(ratios):.2f} "
                           f"(min {ratios[0]:.2f}, max {ratios[-1]:.2f})"]
+        firsts = sorted(x["first_file_s"] / y["first_file_s"] for x, y in zip(a, b, strict=False)
+                        if x["first_file_s"] and y["first_file_s"])
+        if firsts:
+            lines += [f"{tools[0]} / {tools[1]} seconds to the first file, per round: median "
+                      f"{statistics.median(firsts):.2f} (min {firsts[0]:.2f}, max {firsts[-1]:.2f})"]
     text = "\n".join(lines) + "\n"
     Path(args.out, "summary.md").write_text(text)
     print(text)
@@ -206,9 +232,9 @@ def main() -> None:
             mine = [r for r in rows if r["tool"] == tool]
             ax1.scatter([i] * len(mine), [r["files_per_s"] or 0 for r in mine])
             ax2.scatter([i] * len(mine), [r["rss_mb"] for r in mine])
-        for ax, label in ((ax1, "files/s"), (ax2, "peak RSS MB")):
+        for ax, ylabel in ((ax1, "files/s"), (ax2, "peak RSS MB")):
             ax.set_xticks(range(len(tools)), tools)
-            ax.set_ylabel(label)
+            ax.set_ylabel(ylabel)
         fig.suptitle(f"{args.files} files on loopback (each run a dot)")
         fig.tight_layout()
         fig.savefig(os.path.join(args.out, "manyfiles.png"))
