@@ -49,7 +49,7 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
     lower = dest.lower()
     if not lower.startswith(DEST_SCHEMES):
         raise UsageError(f"{shown(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
-                         f"(dav://, davs://, http://, https://)")
+                         f"(dav://, davs://, http://, https://) or a dtune serve --writable directory (http(s)://)")
     def make_sender(access) -> Sender:
         return Sender(access, connect_timeout=float(values.get("connect_timeout") or 10),
                       stall_timeout=float(values.get("stall_timeout") or 30),
