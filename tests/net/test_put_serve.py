@@ -9,6 +9,8 @@ What is checked:
 * a large file goes in ``Content-Range`` pieces; ``kill -9`` of the put in
   the middle, then a rerun, sends only what the server had not recorded
   (``Dtune-Received``), and the stored file is byte-exact;
+* an unfinished upload of other bytes of the same length (the file changed
+  since) is not mixed with the new ones: it is dropped and the file sent whole;
 * a put without the token fails every file with "401", exit 1, nothing stored;
 * a relay that flips a byte of each body makes the files fail (the server
   refuses the digests), nothing stored, no unfinished upload left;
@@ -18,6 +20,8 @@ What is checked:
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import random
@@ -28,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,9 +172,40 @@ def test_a_put_killed_mid_way_is_resumed_and_sends_only_what_is_missing(site, en
         assert resumed and resumed[0]["bytes_kept"] >= 16 * MIB, events
         assert summary["bytes_resumed"] == resumed[0]["bytes_kept"]
         assert summary["bytes_sent"] < size, summary           # fewer bytes than the whole file
-        assert summary["bytes_sent"] + summary["bytes_resumed"] == size
+        # (+ 1: one byte the server holds is sent again, to check the upload is of these bytes)
+        assert summary["bytes_sent"] + summary["bytes_resumed"] == size + 1
         assert (root / "r" / "huge.bin").read_bytes() == data
         assert "dtune-received" not in head(url)
+
+
+def send_piece(url: str, data: bytes, start: int, end: int) -> int:
+    """One ``Content-Range`` piece of ``data`` (``[start, end)``) with ``data``'s Repr-Digest: its status."""
+    digest = base64.b64encode(hashlib.sha256(data).digest()).decode()
+    req = urllib.request.Request(url, data=data[start:end], method="PUT", headers={
+        "Authorization": f"Bearer {TOKEN}", "Repr-Digest": f"sha-256=:{digest}:",
+        "Content-Range": f"bytes {start}-{end - 1}/{len(data)}"})
+    with urllib.request.urlopen(req, timeout=30) as res:
+        return res.status
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["same-bytes", "changed-bytes"])
+def test_an_unfinished_upload_is_resumed_only_when_it_holds_the_same_bytes(site, env, same):
+    root, token, scratch = site
+    size = 24 * MIB + 1
+    data = RNG.randbytes(size)
+    earlier = data if same else RNG.randbytes(size)
+    src = write_tree(scratch / "src", {"f.bin": data})
+    with serve(root, token) as srv:
+        url = f"{srv.base}/u/f.bin"
+        assert send_piece(url, earlier, 0, 4 * MIB) == 202   # what an interrupted run left
+        code, events, out, err = put(env, str(src), f"{srv.base}/u/", "--token-file", str(token))
+    assert code == 0, (out[-3000:], err[-2000:])
+    summary = summary_of(events)
+    if same:
+        assert summary["bytes_resumed"] == 4 * MIB and summary["bytes_sent"] == size - 4 * MIB + 1, summary
+    else:
+        assert summary["bytes_resumed"] == 0 and summary["bytes_sent"] == size + 1, summary
+    assert (root / "u" / "f.bin").read_bytes() == data
 
 
 def test_an_anonymous_put_is_refused_with_401_naming_each_file(site, env):

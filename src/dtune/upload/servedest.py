@@ -16,8 +16,10 @@ taken for WebDAV (``davdest``). The protocol is ``docs/server.md``, "Uploads".
 * Resume: ``begin`` asks ``HEAD`` for ``Dtune-Received`` and
   ``Dtune-Upload-Length``; the ranges received are kept (counted as resumed
   bytes) and only the missing ones are cut into pieces and sent. An
-  unfinished upload of another length (the file changed) is dropped with
-  ``DELETE ?upload`` and started afresh. A file that fails has its
+  unfinished upload of another length, or of other bytes (one byte it holds
+  is sent again with the file's ``Repr-Digest``: ``409`` when the server's
+  earlier pieces carried another), is dropped with ``DELETE ?upload`` and
+  started afresh. A file that fails has its
   unfinished upload dropped the same way (``abort``); an interrupted run
   (Ctrl-C, ``kill -9``) leaves it for the rerun.
 * Verification: the ``Repr-Digest`` the server answers for the stored file
@@ -126,6 +128,15 @@ def _hash_file(path) -> str:
         while chunk := fh.read(4 << 20):
             h.update(chunk)
     return h.hexdigest()
+
+
+def _read_at(path, at: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+    if len(byte) != 1:
+        raise DtuneError(f"{path}: shorter than when it was listed (did it change while being put?)")
+    return byte
 
 
 def _said(res: FetchResult) -> str:
@@ -241,6 +252,8 @@ class ServeDestination:
         length = res.headers.get("dtune-upload-length")
         if length is not None:   # an unfinished upload of this path
             got = received_ranges(res.headers.get("dtune-received"), f.size) if length == str(f.size) else None
+            if got and resume and not await self._same_file(f, url, sha, got[0][0]):
+                got = None   # (pieces of another version of the file: they must not be mixed)
             if got is None or not resume:
                 gone = await self.sender.send("DELETE", url + "?upload")
                 check(gone, f"DELETE {url}?upload", (204, 404))
@@ -250,6 +263,23 @@ class ServeDestination:
         # (kept ranges are not read again: the whole file's SHA-256, checked by the server on
         # completion, covers them; no per-part MD5 is kept for them)
         return Begun(handle=sha, parts=parts, kept={n: ("", b"") for n in kept})
+
+    async def _same_file(self, f: LocalFile, url: str, sha: str, at: int) -> bool:
+        """Whether the unfinished upload is of this file's bytes: one byte it holds already (at ``at``)
+        is sent again with the file's ``Repr-Digest``, which the server compares with the one its
+        earlier pieces carried (``409`` when they differ; the same byte again changes nothing)."""
+        byte = await asyncio.to_thread(_read_at, f.path, at)
+        res = await self.sender.send("PUT", url, {"Content-Type": "application/octet-stream",
+                                                  "Repr-Digest": repr_digest(sha),
+                                                  "Content-Range": f"bytes {at}-{at}/{f.size}",
+                                                  "Content-MD5": base64.b64encode(hashlib.md5(byte).digest()).decode()},
+                                     Body(data=byte))
+        if res.status == 409:
+            return False
+        check(res, f"PUT {url} (bytes {at}-{at}/{f.size}, to check the upload to resume)", (202, 201, 204))
+        if res.status in (201, 204):
+            self._stored[f.relpath] = answered_sha256(res.headers.get("repr-digest"))
+        return True
 
     async def put_part(self, f: LocalFile, begun: Begun, part: Part, data: bytes, md5: bytes) -> str:
         url = self.url(f.relpath)
