@@ -11,6 +11,7 @@ What is checked:
   (``Dtune-Received``), and the stored file is byte-exact;
 * an unfinished upload of other bytes of the same length (the file changed
   since) is not mixed with the new ones: it is dropped and the file sent whole;
+* over HTTPS (``--tls-cert``) with ``--ca-certificate``, in pieces too;
 * a put without the token fails every file with "401", exit 1, nothing stored;
 * a relay that flips a byte of each body makes the files fail (the server
   refuses the digests), nothing stored, no unfinished upload left;
@@ -28,6 +29,7 @@ import random
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -40,7 +42,7 @@ from urllib.parse import quote
 
 import pytest
 from support.harness import tree
-from support.realservers import DtuneServe, Unavailable
+from support.realservers import DtuneServe, Unavailable, make_tls_files
 from support.tamper import TamperRelay
 
 RNG = random.Random(3838)
@@ -71,9 +73,9 @@ def site() -> Iterator[tuple[Path, Path, Path]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def serve(root: Path, token: Path) -> DtuneServe:
+def serve(root: Path, token: Path, *extra: str) -> DtuneServe:
     try:
-        return DtuneServe(root, "--writable", "--token-file", str(token)).start()
+        return DtuneServe(root, "--writable", "--token-file", str(token), *extra).start()
     except Unavailable as exc:
         pytest.skip(str(exc))
 
@@ -279,3 +281,25 @@ def test_paths_stay_confined_to_the_served_directory(site, env):
     assert list(outside.iterdir()) == []
     assert not (scratch / "escaped").exists() and not (root.parent / "escaped").exists()
     assert tree(root) == {}
+
+
+def test_over_https_a_large_file_arrives_in_pieces(site, env):
+    root, token, scratch = site
+    try:
+        tls = make_tls_files(scratch / "tls")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    files = {"s.txt": b"small\n", "l.bin": RNG.randbytes(18 * MIB + 5)}
+    src = write_tree(scratch / "src", files)
+    with serve(root, token, "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)) as srv:
+        assert srv.base.startswith("https://")
+        code, events, out, err = put(env, str(src), f"{srv.base}/tls/", "--token-file", str(token),
+                                     "--ca-certificate", str(tls.ca), "--part-size", "8M")
+        responses = json.loads(urllib.request.urlopen(urllib.request.Request(
+            f"{srv.base}/.well-known/dtune/stats", headers={"Authorization": f"Bearer {TOKEN}"}),
+            context=ssl.create_default_context(cafile=str(tls.ca)), timeout=30).read())["responses"]
+    assert code == 0, (out[-3000:], err[-2000:])
+    assert tree(root / "tls") == files
+    assert responses.get("202", 0) >= 2, responses
+    done = {e["path"]: e["verified"] for e in events if e.get("event") == "file_done"}
+    assert set(done) == set(files) and all(v.startswith("sha256") for v in done.values())
