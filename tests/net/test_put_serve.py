@@ -12,6 +12,8 @@ What is checked:
 * an unfinished upload of other bytes of the same length (the file changed
   since) is not mixed with the new ones: it is dropped and the file sent whole;
 * over HTTPS (``--tls-cert``) with ``--ca-certificate``, in pieces too;
+* ``--sync``'s one HEAD per file (used when the manifest is too large for an
+  answer) gives each file's size and mtime;
 * a put without the token fails every file with "401", exit 1, nothing stored;
 * a relay that flips a byte of each body makes the files fail (the server
   refuses the digests), nothing stored, no unfinished upload left;
@@ -303,3 +305,32 @@ def test_over_https_a_large_file_arrives_in_pieces(site, env):
     assert responses.get("202", 0) >= 2, responses
     done = {e["path"]: e["verified"] for e in events if e.get("event") == "file_done"}
     assert set(done) == set(files) and all(v.startswith("sha256") for v in done.values())
+
+
+def test_sync_by_head_per_file_gives_sizes_and_mtimes(site):
+    import asyncio
+
+    from dtune.transfer.request import access_from
+    from dtune.upload.local import LocalFile
+    from dtune.upload.servedest import ServeDestination
+    from dtune.upload.wire import Sender
+
+    root, token, _ = site
+    (root / "h d").mkdir()
+    (root / "h d" / "a.bin").write_bytes(b"abc")
+    os.utime(root / "h d" / "a.bin", (1_700_000_000, 1_700_000_000))
+    with serve(root, token) as srv:
+        base = f"{srv.base}/h%20d/"
+        access, _, _ = access_from({"token_file": str(token)}, [base], [], {})
+        files = [LocalFile(Path("/nonexistent"), "a.bin", 3, 0.0), LocalFile(Path("/nonexistent"), "no.bin", 1, 0.0)]
+
+        async def both() -> tuple[dict, dict]:
+            dest = ServeDestination(base, Sender(access, connect_timeout=10, stall_timeout=30, answer_timeout=30))
+            try:
+                return await dest._heads(files), await dest.existing(files)
+            finally:
+                dest.close()
+
+        by_head, by_manifest = asyncio.run(both())
+    assert set(by_head) == {"a.bin"} and by_head["a.bin"].size == 3 and by_head["a.bin"].mtime == 1_700_000_000
+    assert by_manifest["a.bin"].size == 3 and by_manifest["a.bin"].mtime == 1_700_000_000
