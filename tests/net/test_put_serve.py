@@ -14,6 +14,7 @@ What is checked:
 * over HTTPS (``--tls-cert``) with ``--ca-certificate``, in pieces too;
 * ``--sync``'s one HEAD per file (used when the manifest is too large for an
   answer) gives each file's size and mtime;
+* a full quota (507) fails the file at once, not retried, and says so;
 * a put without the token fails every file with "401", exit 1, nothing stored;
 * a relay that flips a byte of each body makes the files fail (the server
   refuses the digests), nothing stored, no unfinished upload left;
@@ -334,3 +335,15 @@ def test_sync_by_head_per_file_gives_sizes_and_mtimes(site):
         by_head, by_manifest = asyncio.run(both())
     assert set(by_head) == {"a.bin"} and by_head["a.bin"].size == 3 and by_head["a.bin"].mtime == 1_700_000_000
     assert by_manifest["a.bin"].size == 3 and by_manifest["a.bin"].mtime == 1_700_000_000
+
+
+def test_a_full_quota_fails_the_file_with_507_without_retrying(site, env):
+    root, token, scratch = site
+    src = write_tree(scratch / "src", {"q.bin": RNG.randbytes(2 * MIB)})
+    with serve(root, token, "--upload-quota", "1M") as srv:
+        code, events, out, _ = put(env, str(src), f"{srv.base}/q/", "--token-file", str(token), "--retries", "3")
+    assert code == 1, out[-2000:]
+    errors = [e["error"] for e in events if e.get("event") == "error"]
+    assert len(errors) == 1 and "q.bin" in errors[0] and "HTTP 507" in errors[0], errors
+    assert summary_of(events)["retries"] == 0
+    assert not (root / "q").exists()

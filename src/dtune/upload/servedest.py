@@ -152,8 +152,9 @@ def check(res: FetchResult, what: str, ok: tuple[int, ...]) -> None:
     hint = ""
     if res.status == 401:
         hint = " (dtune serve --writable needs its token: --token-file FILE or --header 'Authorization: Bearer …')"
+    # (507: the quota or the disk is full; sending again will not free it)
     raise HTTPError(f"{what}: HTTP {res.status}{_said(res)}{hint}", status=res.status,
-                    retryable=res.status in (408, 429) or res.status >= 500)
+                    retryable=res.status in (408, 429) or (res.status >= 500 and res.status != 507))
 
 
 async def recognise(sender: Sender, url: str) -> bool:
