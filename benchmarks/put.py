@@ -1,23 +1,30 @@
 #!/usr/bin/env python3
-"""``dtune put`` against ``rclone copy`` and ``curl -T`` on loopback: moto's S3 and Apache mod_dav.
+"""``dtune put`` against ``rclone copy`` and ``curl -T`` on loopback: moto's S3, Apache mod_dav, dtune serve.
 
     python benchmarks/put.py [--rounds 3] [--large-mib 128] [--small 200] [--out /tmp/dtune-put-bench]
+                             [--destinations s3,webdav,serve]
 
 Two datasets, made once in a private ``dtune-bench-put-*`` directory: **mixed**
 (``--small`` files of 4–256 KiB, 8 of 1–12 MiB and 2 of 24 MiB, in a few
-sub-directories) and **large** (one file of ``--large-mib`` MiB). Two
-destinations, started here on 127.0.0.1: moto's S3 server (``python -m
-moto.server``, signatures unchecked) and Apache httpd with mod_dav (the test
-suite's ``ApacheDav(writable=True)``, from ``tests/support``). Tools:
+sub-directories) and **large** (one file of ``--large-mib`` MiB). Three
+destinations, started here on 127.0.0.1 (``--destinations`` picks some):
+moto's S3 server (``python -m moto.server``, signatures unchecked), Apache
+httpd with mod_dav (the test suite's ``ApacheDav(writable=True)``, from
+``tests/support``) and ``dtune serve --writable --token-file`` (the test
+suite's ``DtuneServe``). Tools:
 
 * dtune     ``dtune put SRC DEST`` (defaults: tuner auto, every file verified after
-            its upload: S3 by ETag and a HEAD, WebDAV by a HEAD's size)
+            its upload: S3 by ETag and a HEAD, WebDAV by a HEAD's size, dtune serve
+            by the Repr-Digest it answers; to dtune serve a large file goes in
+            Content-Range pieces, p at once)
 * rclone    ``rclone copy SRC remote:...`` with rclone's defaults (4 transfers,
-            S3 chunks of 5 MiB with 4 uploaded at once; it checks the MD5 S3 answers)
-* curl      ``curl -T FILE URL`` (WebDAV, the large file only: curl makes no collections)
+            S3 chunks of 5 MiB with 4 uploaded at once; it checks the MD5 S3 answers);
+            not to dtune serve (rclone has no backend that writes to it)
+* curl      ``curl -T FILE URL`` (WebDAV and dtune serve, the large file only: curl
+            makes no collections; to dtune serve with the bearer token, one PUT)
 
 Every run goes to a fresh prefix or collection, so nothing is skipped, and is
-checked afterwards: on WebDAV every file byte-exact (SHA-256 of the served
+checked afterwards: on WebDAV and dtune serve every file byte-exact (SHA-256 of the served
 copy), on S3 every key at its size. The
 rounds are interleaved (round 1 runs every tool once on every case, then round
 2, ...), so load on this shared machine hits each tool alike; the table gives
@@ -33,6 +40,7 @@ import csv
 import hashlib
 import os
 import random
+import secrets
 import shutil
 import socket
 import statistics
@@ -99,10 +107,10 @@ def start_moto(work: Path) -> tuple[subprocess.Popen, str]:
 
 
 def digests(root: Path) -> dict[str, tuple[int, str]]:
-    """Every file under ``root``: relative path → (size, SHA-256)."""
+    """Every file under ``root``: relative path → (size, SHA-256) (not dtune serve's own ``.dtune``)."""
     out = {}
     for path in root.rglob("*"):
-        if path.is_file():
+        if path.is_file() and path.relative_to(root).parts[0] != ".dtune":
             out[path.relative_to(root).as_posix()] = (path.stat().st_size, hashlib.sha256(path.read_bytes()).hexdigest())
     return out
 
@@ -135,26 +143,46 @@ def main() -> int:
     ap.add_argument("--large-mib", type=int, default=128)
     ap.add_argument("--small", type=int, default=200)
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "dtune-put-bench")
+    ap.add_argument("--destinations", default="s3,webdav,serve",
+                    help="which destinations to run, comma-separated (default: s3,webdav,serve)")
     args = ap.parse_args()
+    wanted = set(args.destinations.split(","))
+    if not wanted or not wanted <= {"s3", "webdav", "serve"}:
+        print(f"--destinations {args.destinations}: choose among s3, webdav, serve", file=sys.stderr)
+        return 2
     for tool in ("rclone", "curl"):
         if not shutil.which(tool):
             print(f"{tool} is not installed", file=sys.stderr)
             return 2
     from support.davservers import ApacheDav
+    from support.realservers import DtuneServe
 
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="dtune-bench-put-"))
     work.chmod(0o711)   # (Apache's user reaches the served directory through it)
     davroot = work / "davroot"
     davroot.mkdir()
-    moto = dav = None
+    serveroot = work / "serveroot"
+    serveroot.mkdir()
+    token = work / "token"
+    token.write_text(secrets.token_urlsafe(24) + "\n")
+    token.chmod(0o600)
+    headers = work / "auth-header"   # (curl -H @FILE: the token not on a command line)
+    headers.write_text(f"Authorization: Bearer {token.read_text().strip()}\n")
+    headers.chmod(0o600)
+    moto = dav = served = None
     rows: list[dict] = []
     try:
         data = make_data(work / "src", args.small, args.large_mib)
-        moto, endpoint = start_moto(work)
-        dav = ApacheDav(davroot, writable=True)
-        dav.start()
-        dav_url = f"http://127.0.0.1:{dav.port}"
+        endpoint = dav_url = ""
+        if "s3" in wanted:
+            moto, endpoint = start_moto(work)
+        if "webdav" in wanted:
+            dav = ApacheDav(davroot, writable=True)
+            dav.start()
+            dav_url = f"http://127.0.0.1:{dav.port}"
+        served = DtuneServe(serveroot, "--writable", "--token-file", str(token)).start()
+        serve_url = served.base
         base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}   # (AWS_CA_BUNDLE trips rclone)
         env = {**base, "AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1",
                "XDG_DATA_HOME": str(work / "xdg"), "XDG_CONFIG_HOME": str(work / "xdg"),
@@ -169,8 +197,11 @@ def main() -> int:
         warm = work / "src" / "warm"
         warm.mkdir()
         (warm / "w.bin").write_bytes(b"w" * 1024)
-        for argv in (dtune + [f"{warm}/", "s3://dtune-bench/warm/", "--endpoint-url", endpoint],
-                     ["rclone", "copy", str(warm), "s3:dtune-bench/warm2"], dtune + [f"{warm}/", f"{dav_url}/warm/"]):
+        warmups = {"s3": [dtune + [f"{warm}/", "s3://dtune-bench/warm/", "--endpoint-url", endpoint],
+                          ["rclone", "copy", str(warm), "s3:dtune-bench/warm2"]],
+                   "webdav": [dtune + [f"{warm}/", f"{dav_url}/warm/"]],
+                   "serve": [dtune + [f"{warm}/", f"{serve_url}/warm/", "--token-file", str(token)]]}
+        for argv in (a for d in sorted(wanted) for a in warmups[d]):
             run(argv, env)   # (moto imports its S3 backend on the first requests: not part of any run)
         for rnd in range(1, args.rounds + 1):
             for dataset, src in data.items():
@@ -183,16 +214,23 @@ def main() -> int:
                 if dataset == "large":
                     cases.append(("webdav", "curl", lambda p, src=src: [
                         "curl", "-sS", "--fail", "-T", str(src / "large.bin"), f"{dav_url}/{p}-large.bin"]))
+                cases.append(("serve", "dtune", lambda p, src=src: dtune + [f"{src}/", f"{serve_url}/{p}/",
+                                                                             "--token-file", str(token)]))
+                if dataset == "large":
+                    cases.append(("serve", "curl", lambda p, src=src: [
+                        "curl", "-sS", "--fail", "-H", f"@{headers}", "-T", str(src / "large.bin"),
+                        f"{serve_url}/{p}-large.bin"]))
+                cases = [c for c in cases if c[0] in wanted]
                 expected = digests(src)
                 for dest, tool, argv in cases:
                     n += 1
                     seconds = run(argv(f"r{n}"), env)
                     if dest == "s3":    # what arrived: every file, at its size
                         ok = s3_sizes(endpoint, f"r{n}") == {k: v[0] for k, v in expected.items()}
-                    elif tool == "curl":
-                        ok = digests(davroot) == {f"r{n}-large.bin": expected["large.bin"]}
                     else:               # byte-exact
-                        ok = digests(davroot / f"r{n}") == expected
+                        root = davroot if dest == "webdav" else serveroot
+                        ok = (digests(root) == {f"r{n}-large.bin": expected["large.bin"]} if tool == "curl"
+                              else digests(root / f"r{n}") == expected)
                     if not ok:
                         raise RuntimeError(f"round {rnd} {dataset} {dest} {tool}: the destination does not hold "
                                            f"the source")
@@ -201,12 +239,15 @@ def main() -> int:
                                  "mb_per_s": round(nbytes / seconds / 1e6, 2)})
                     print(f"round {rnd} {dataset:6} {dest:6} {tool:6} {seconds:7.2f} s "
                           f"{nbytes / seconds / 1e6:8.1f} MB/s", flush=True)
-                    if dest == "webdav":   # (the served copy only fills the disk)
-                        for leftover in davroot.iterdir():
-                            shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+                    if dest != "s3":   # (the served copy only fills the disk)
+                        for leftover in (davroot if dest == "webdav" else serveroot).iterdir():
+                            if leftover.name != ".dtune":
+                                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
     finally:
         if dav is not None:
             dav.stop()
+        if served is not None:
+            served.stop()
         if moto is not None:
             stop_group(moto)
         shutil.rmtree(work, ignore_errors=True)
@@ -232,7 +273,7 @@ def main() -> int:
                  [max(v) - statistics.median(v) for v in groups.values()]], capsize=3)
     ax.set_xticks(range(len(groups)), labels, fontsize=7)
     ax.set_ylabel("MB/s (median, min–max)")
-    ax.set_title("dtune put vs rclone copy and curl -T on loopback (moto S3, Apache mod_dav)")
+    ax.set_title("dtune put vs rclone copy and curl -T on loopback (moto S3, Apache mod_dav, dtune serve)")
     save_figure(fig, args.out / "put.png")
     print(f"\nwrote {args.out / 'put.csv'} and {args.out / 'put.png'}")
     return 0

@@ -1,7 +1,8 @@
 """A destination of ``dtune put``: the small interface each kind of server implements.
 
-``upload.run`` drives every destination the same way; one more kind of server
-(``dtune serve --writable``, say) is one more module with a class like these:
+``upload.run`` drives every destination the same way (S3: ``s3dest``, WebDAV:
+``davdest``, ``dtune serve --writable``: ``servedest``); one more kind of server
+is one more module with a class like these:
 
 =================  =================================================================
 ``prepare``        check the destination answers; make what files need first (WebDAV
@@ -19,7 +20,7 @@
                    and compare it with the local bytes: ``IntegrityError`` when they differ
 =================  =================================================================
 
-``multipart`` says whether large files go in parts (S3) or whole (WebDAV).
+``multipart`` says whether large files go in parts (S3, dtune serve) or whole (WebDAV).
 Names are the safe relative paths of ``upload.local``; a destination builds
 its key or URL as its prefix plus that path, nothing else.
 """

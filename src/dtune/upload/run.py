@@ -11,14 +11,15 @@ pipelined). The plan is made once: the online search a get runs is not run
 for uploads (said in the ``tuning`` event's reasons and ``docs/put.md``).
 
 Each file then goes through its destination (``upload.dest``): small files
-and every file to WebDAV in one request, larger ones to S3 in parts of the
-tuned size (``upload.parts``), at most ``BUFFER_BUDGET`` bytes of parts read
-into memory at once. A request that fails retryably is sent again after a
+and every file to WebDAV in one request, larger ones to S3 (or to dtune
+serve, in ``Content-Range`` pieces) in parts of the tuned size
+(``upload.parts``), at most ``BUFFER_BUDGET`` bytes of parts read into memory
+at once. A request that fails retryably is sent again after a
 backoff (0.5 s doubling, up to 8 s; ``--retries`` times per request); a
 file whose verification fails, or whose request keeps failing, fails, and
 its incomplete multipart upload is aborted. A run that is interrupted
 (Ctrl-C, SIGTERM, kill) leaves its multipart uploads for the rerun, which
-resumes them (``S3Destination.begin``).
+resumes them (``S3Destination.begin``, ``ServeDestination.begin``).
 """
 
 from __future__ import annotations
