@@ -192,19 +192,20 @@ class Put:
             finally:
                 await self.budget.give(f.size)
             return answered, sent
-        # a large file sent whole (WebDAV) is hashed as it is read to be sent: no pass over it before,
-        # and so no Content-MD5 (it would have to come first). SHA-256 only: with the CPU's SHA
-        # instructions it costs less than half of MD5 here; a server that publishes another digest
-        # has the file hashed again with that one (``DavDestination.verify``)
+        # a large file sent whole (WebDAV) has no Content-MD5 (it would cost a pass over it before its
+        # first byte). It is hashed (SHA-256) as it is read to be sent when the destination says it will
+        # need that digest (``hash_in_flight``: WebDAV with --verify-read); else it goes unhashed, and a
+        # digest the server publishes is compared with the file hashed then (``DavDestination.verify``)
         hashed: list = []
+        in_flight = getattr(self.dest, "hash_in_flight", True)
 
         async def attempt() -> Remote:
-            hashed[:] = [hashlib.sha256()]
-            return await self.dest.put_whole(f, Body(path=f.path, start=0, end=f.size, hashers=(hashed[0],)),
+            hashed[:] = [hashlib.sha256()] if in_flight else []
+            return await self.dest.put_whole(f, Body(path=f.path, start=0, end=f.size, hashers=tuple(hashed)),
                                              Sent(f.size))
 
         answered = await self.retried(f.relpath, attempt)
-        sent = Sent(f.size, sha256=hashed[0].hexdigest())
+        sent = Sent(f.size, sha256=hashed[0].hexdigest() if hashed else None)
         st = os.stat(f.path)
         if st.st_size != f.size or st.st_mtime != f.mtime:
             raise DtuneError(f"{f.path}: changed while it was put")
