@@ -30,7 +30,8 @@ DEST is one of:
                           Content-MD5) checked by S3.
   a WebDAV collection     dav://host/path/, davs://host/path/, or http(s):// to a DAV server;
                           collections are made with MKCOL (parents first); each file is one
-                          PUT with Content-MD5 and a Digest: sha-256 header.
+                          PUT, with Content-MD5 and a Digest: sha-256 header up to 16 MiB
+                          (a larger file is hashed as it is sent only with --verify-read).
 
 Tuning: the tuner (--tuner, --cc, -p) plans as for get; for a put, cc is the
 files in flight and p the parts of one file in flight. The plan is kept for the
