@@ -2,7 +2,7 @@
 """``dtune put`` against ``rclone copy`` and ``curl -T`` on loopback: moto's S3, Apache mod_dav, dtune serve.
 
     python benchmarks/put.py [--rounds 3] [--large-mib 128] [--small 200] [--out /tmp/dtune-put-bench]
-                             [--destinations s3,webdav,serve]
+                             [--destinations s3,webdav,serve] [--datasets large] [--baseline REV]
 
 Two datasets, made once in a private ``dtune-bench-put-*`` directory: **mixed**
 (``--small`` files of 4–256 KiB, 8 of 1–12 MiB and 2 of 24 MiB, in a few
@@ -22,6 +22,10 @@ suite's ``DtuneServe``). Tools:
             not to dtune serve (rclone has no backend that writes to it)
 * curl      ``curl -T FILE URL`` (WebDAV and dtune serve, the large file only: curl
             makes no collections; to dtune serve with the bearer token, one PUT)
+* dtune@REV with ``--baseline REV``: the same ``dtune put`` from the source of git
+            revision REV (``git archive`` into the private directory, first on
+            PYTHONPATH), interleaved with the others: a before/after in one run (S3 and
+            WebDAV: a revision before the dtune serve destination has none)
 
 Every run goes to a fresh prefix or collection, so nothing is skipped, and is
 checked afterwards: on WebDAV and dtune serve every file byte-exact (SHA-256 of the served
@@ -85,6 +89,14 @@ def make_data(root: Path, small: int, large_mib: int) -> dict[str, Path]:
     return {"mixed": mixed, "large": large}
 
 
+def warm_src(work: Path) -> Path:
+    """A 1 KiB file to warm a tool up with (made once)."""
+    warm = work / "src" / "warm"
+    warm.mkdir(exist_ok=True)
+    (warm / "w.bin").write_bytes(b"w" * 1024)
+    return warm
+
+
 def size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -145,6 +157,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "dtune-put-bench")
     ap.add_argument("--destinations", default="s3,webdav,serve",
                     help="which destinations to run, comma-separated (default: s3,webdav,serve)")
+    ap.add_argument("--datasets", default="mixed,large", help="which datasets to run (comma-separated)")
+    ap.add_argument("--baseline", metavar="REV", help="also run dtune from git revision REV (before/after)")
     args = ap.parse_args()
     wanted = set(args.destinations.split(","))
     if not wanted or not wanted <= {"s3", "webdav", "serve"}:
@@ -173,7 +187,15 @@ def main() -> int:
     moto = dav = served = None
     rows: list[dict] = []
     try:
-        data = make_data(work / "src", args.small, args.large_mib)
+        data = {k: v for k, v in make_data(work / "src", args.small, args.large_mib).items()
+                if k in args.datasets.split(",")}
+        base_env = None
+        if args.baseline:
+            tree = work / "baseline"
+            tree.mkdir()
+            archive = subprocess.run(["git", "-C", str(REPO), "archive", args.baseline, "src", "lab/src"],
+                                     check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         endpoint = dav_url = ""
         if "s3" in wanted:
             moto, endpoint = start_moto(work)
@@ -193,10 +215,15 @@ def main() -> int:
                "RCLONE_CONFIG_DAV_TYPE": "webdav", "RCLONE_CONFIG_DAV_URL": dav_url, "RCLONE_CONFIG_DAV_VENDOR": "other",
                "RCLONE_CONFIG": str(work / "rclone.conf")}
         dtune = [sys.executable, "-m", "dtune", "put", "--no-history", "--no-progress"]
+        if args.baseline:
+            base_env = {**env, "PYTHONPATH": f"{work / 'baseline' / 'src'}:{work / 'baseline' / 'lab' / 'src'}"}
+            warmb = {"s3": dtune + [f"{warm_src(work)}/", "s3://dtune-bench/warmb/", "--endpoint-url", endpoint],
+                     "webdav": dtune + [f"{warm_src(work)}/", f"{dav_url}/warmb/"]}
+            for argv in (warmb[d] for d in sorted(wanted & set(warmb))):
+                run(argv, base_env)   # (its first run compiles its bytecode: not part of any run)
+        before = f"dtune@{args.baseline}" if args.baseline else None
         n = 0
-        warm = work / "src" / "warm"
-        warm.mkdir()
-        (warm / "w.bin").write_bytes(b"w" * 1024)
+        warm = warm_src(work)
         warmups = {"s3": [dtune + [f"{warm}/", "s3://dtune-bench/warm/", "--endpoint-url", endpoint],
                           ["rclone", "copy", str(warm), "s3:dtune-bench/warm2"]],
                    "webdav": [dtune + [f"{warm}/", f"{dav_url}/warm/"]],
@@ -211,6 +238,9 @@ def main() -> int:
                          ("s3", "rclone", lambda p, src=src: ["rclone", "copy", str(src), f"s3:dtune-bench/{p}"]),
                          ("webdav", "dtune", lambda p, src=src: dtune + [f"{src}/", f"{dav_url}/{p}/"]),
                          ("webdav", "rclone", lambda p, src=src: ["rclone", "copy", str(src), f"dav:{p}"])]
+                if before:
+                    cases[1:1] = [("s3", before, cases[0][2])]
+                    cases[4:4] = [("webdav", before, cases[3][2])]
                 if dataset == "large":
                     cases.append(("webdav", "curl", lambda p, src=src: [
                         "curl", "-sS", "--fail", "-T", str(src / "large.bin"), f"{dav_url}/{p}-large.bin"]))
@@ -224,7 +254,7 @@ def main() -> int:
                 expected = digests(src)
                 for dest, tool, argv in cases:
                     n += 1
-                    seconds = run(argv(f"r{n}"), env)
+                    seconds = run(argv(f"r{n}"), base_env if tool == before else env)
                     if dest == "s3":    # what arrived: every file, at its size
                         ok = s3_sizes(endpoint, f"r{n}") == {k: v[0] for k, v in expected.items()}
                     else:               # byte-exact
@@ -265,6 +295,16 @@ def main() -> int:
         ratio = "" if tool == "dtune" else f"{ours / statistics.median(rates):.2f}"
         print(f"| {dataset} | {dest} | {tool} | {statistics.median(rates):.1f} | {min(rates):.1f}–{max(rates):.1f} "
               f"| {ratio} |")
+    # per-round ratios: each round ran every tool back to back, so its ratio shares that round's load
+    by_round = {(r["round"], r["dataset"], r["destination"], r["tool"]): r["mb_per_s"] for r in rows}
+    print("\n| dataset | destination | dtune / tool | per-round ratio median | min–max |")
+    print("|---|---|---|---:|---:|")
+    for (dataset, dest, tool) in groups:
+        if tool == "dtune":
+            continue
+        ratios = [by_round[(rnd, dataset, dest, "dtune")] / by_round[(rnd, dataset, dest, tool)]
+                  for rnd in range(1, args.rounds + 1) if (rnd, dataset, dest, tool) in by_round]
+        print(f"| {dataset} | {dest} | {tool} | {statistics.median(ratios):.2f} | {min(ratios):.2f}–{max(ratios):.2f} |")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     labels = [f"{d}\n{dest}\n{t}" for d, dest, t in groups]

@@ -25,10 +25,13 @@ DEST is one of:
   an S3 prefix            s3://bucket/prefix/ (--endpoint-url for MinIO, Ceph, moto; signed
                           with the AWS credentials get finds). Files up to 16 MiB go in one
                           PUT with Content-MD5; larger ones in a multipart upload of tuned
-                          parts (--part-size), each part's Content-MD5 checked by S3.
+                          parts (--part-size), each part's CRC32 (where the server takes
+                          flexible checksums; else, and with --content-md5, its
+                          Content-MD5) checked by S3.
   a WebDAV collection     dav://host/path/, davs://host/path/, or http(s):// to a DAV server;
                           collections are made with MKCOL (parents first); each file is one
-                          PUT with Content-MD5 and a Digest: sha-256 header.
+                          PUT, with Content-MD5 and a Digest: sha-256 header up to 16 MiB
+                          (a larger file is hashed as it is sent only with --verify-read).
   dtune serve --writable  http(s)://host:port/dir/, recognised by the Server: dtune/… header
                           its HEAD answers (else the URL is taken for WebDAV); give its token
                           with --token-file FILE or --header "Authorization: Bearer TOKEN".
@@ -41,7 +44,8 @@ whole put (no online search for uploads yet).
 
 Every file is verified after its upload: S3 by its ETag (the MD5 of the bytes
 in the PUT's answer; for a multipart upload the MD5 of the parts' MD5s and -N,
-in the answer and in a HEAD of the object); WebDAV by the size and the checksum
+in the answer and in a HEAD of the object; with CRC32 checksums the size and
+the COMPOSITE CRC32 a HEAD names); WebDAV by the size and the checksum
 the server publishes (PROPFIND, else HEAD with Want-Digest), else on size only
 unless --verify-read reads the file back; dtune serve by the Repr-Digest
 (SHA-256) it answers for the stored file. A file that fails has its multipart

@@ -19,4 +19,7 @@ PUT_OPTIONS: list[Option] = [
            "its SHA-256 (default: such files are checked on size only, and say so)", GROUP, kind="flag"),
     Option(("--no-resume",), "S3 and dtune serve: start every upload in parts afresh instead of resuming "
            "the incomplete upload an interrupted run left for the same key or path", GROUP, kind="flag"),
+    Option(("--content-md5",), "S3: hash the parts of a multipart upload with MD5 (Content-MD5, verified by "
+           "ETags) even where the server takes CRC32 flexible checksums (default: CRC32 where it does, "
+           "a third of MD5's CPU; MD5 where it does not)", GROUP, kind="flag"),
 ]

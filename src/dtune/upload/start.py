@@ -62,7 +62,8 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
         settings, creds = s3_settings(values, env)
         access, _, _ = access_from(values, [settings.endpoint + "/"], [], env, s3=(settings, creds))
         sender = make_sender(access)
-        out: Destination = S3Destination(dest, settings, sender, signed=creds is not None)
+        out: Destination = S3Destination(dest, settings, sender, signed=creds is not None,
+                                          flexible=not values.get("content_md5"))
         probe = settings.endpoint + "/"
     else:
         from dtune.discovery.urls import from_dav  # (WebDAV only)
