@@ -174,7 +174,8 @@ class Put:
             self.emit({"event": "error", "path": f.relpath, "error": fr.error})
             if begun is not None:
                 try:
-                    await self.dest.abort(f, begun)
+                    # (retried as any request: a kept connection the server closed meanwhile fails it once)
+                    await self.retried(f"{f.relpath} abort", lambda: self.dest.abort(f, begun))  # noqa: B023
                     self.emit({"event": "aborted", "path": f.relpath, "upload": "multipart upload aborted"})
                 except (DtuneError, OSError) as again:
                     self.emit({"event": "warning", "message": f"{f.relpath}: the failed upload could not be "
