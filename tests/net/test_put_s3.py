@@ -9,6 +9,7 @@ that checks none (its signature check refuses them, see ``test_s3_moto.py``). Ea
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,7 +102,7 @@ def test_a_tree_arrives_byte_exact_and_every_file_is_verified(signed, env, tmp_p
     assert bucket_tree(client, "dtune-put-tree", "in/here/") == TREE
     done = {e["path"]: e["verified"] for e in events if e.get("event") == "file_done"}
     assert set(done) == set(TREE)
-    assert done["deep/er/big.bin"] == "size and ETag (MD5 of 5 part MD5s)"
+    assert done["deep/er/big.bin"] == "size and CRC32 (composite of 5 part CRC32s)"   # (flexible checksums)
     assert done["readme.txt"] == "ETag (MD5), answered by the PUT"
     head = client.head_object(Bucket="dtune-put-tree", Key="in/here/deep/er/big.bin")
     assert head["ETag"].strip('"').endswith("-5")
@@ -146,6 +148,7 @@ def test_a_dest_prefix_that_climbs_is_refused(signed, env, tmp_path):
 
 
 def test_damaged_parts_fail_the_file_and_its_upload_is_aborted(signed, env, tmp_path):
+    """With --content-md5: S3 (moto too) checks each part's MD5 and refuses the damaged one."""
     client = signed.client()
     client.create_bucket(Bucket="dtune-put-bad")
     src = write_tree(tmp_path / "src", {"big.bin": RNG.randbytes(18 * MIB), "small.txt": b"fine\n"})
@@ -158,7 +161,8 @@ def test_damaged_parts_fail_the_file_and_its_upload_is_aborted(signed, env, tmp_
     relay = TamperRelay(signed.port, flip_parts)
     try:
         code, events, out, err = put({**env, **signed.env()}, str(src), "s3://dtune-put-bad/x/",
-                                     "--endpoint-url", relay.endpoint, "--part-size", "5M", "--retries", "1")
+                                     "--endpoint-url", relay.endpoint, "--part-size", "5M", "--retries", "1",
+                                     "--content-md5")
     finally:
         relay.stop()
     assert relay.damaged >= 1
@@ -166,11 +170,51 @@ def test_damaged_parts_fail_the_file_and_its_upload_is_aborted(signed, env, tmp_
     errors = [e for e in events if e.get("event") == "error"]
     assert [e["path"] for e in errors] == ["big.bin"]
     assert "part 2" in errors[0]["error"] and ("BadDigest" in errors[0]["error"] or "MD5" in errors[0]["error"])
-    assert any(e.get("event") == "aborted" and e["path"] == "big.bin" for e in events)
+    assert any(e.get("event") == "aborted" and e["path"] == "big.bin" for e in events), \
+        [e for e in events if e.get("event") in ("warning", "retry")]
     assert client.list_multipart_uploads(Bucket="dtune-put-bad").get("Uploads", []) == []
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="dtune-put-bad").get("Contents", [])]
     assert keys == ["x/small.txt"]
     assert signed.secret not in out + err
+
+
+def test_crc32_parts_are_sent_and_the_composite_s3_computed_is_compared(signed, env, tmp_path):
+    """Flexible checksums: each part carries x-amz-checksum-crc32; the object's COMPOSITE CRC32 is what
+    moto computed from the bytes it holds. A part damaged on its way (moto, unlike S3, stores it) makes
+    that composite differ: the file fails and the damaged object is deleted."""
+    client = signed.client()
+    client.create_bucket(Bucket="dtune-put-crc")
+    data = RNG.randbytes(18 * MIB + 5)
+    src = write_tree(tmp_path / "src", {"big.bin": data})
+    code, events, out, err = put({**env, **signed.env()}, str(src), "s3://dtune-put-crc/ok/",
+                                 "--endpoint-url", signed.endpoint, "--part-size", "5M")
+    assert code == 0, (out[-2000:], err[-1000:])
+    done = [e for e in events if e.get("event") == "file_done"]
+    assert done[0]["verified"] == "size and CRC32 (composite of 4 part CRC32s)"
+    head = client.head_object(Bucket="dtune-put-crc", Key="ok/big.bin", ChecksumMode="ENABLED")
+    local = [zlib.crc32(data[i:i + 5 * MIB]) for i in range(0, len(data), 5 * MIB)]
+    joined = b"".join(c.to_bytes(4, "big") for c in local)
+    assert head["ChecksumCRC32"].partition("-")[0] == base64.b64encode(zlib.crc32(joined).to_bytes(4, "big")).decode()
+    assert client.get_object(Bucket="dtune-put-crc", Key="ok/big.bin")["Body"].read() == data
+
+    def flip_parts(line: bytes, body: bytes) -> bytes:
+        if b"partNumber=2" in line and body:
+            return bytes([body[0] ^ 0xFF]) + body[1:]
+        return body
+
+    relay = TamperRelay(signed.port, flip_parts)
+    try:
+        code, events, out, err = put({**env, **signed.env()}, str(src), "s3://dtune-put-crc/bad/",
+                                     "--endpoint-url", relay.endpoint, "--part-size", "5M", "--retries", "1")
+    finally:
+        relay.stop()
+    assert relay.damaged >= 1
+    assert code == 1, out[-2000:]
+    errors = [e for e in events if e.get("event") == "error"]
+    assert [e["path"] for e in errors] == ["big.bin"] and "CRC32" in errors[0]["error"], errors
+    assert "the object is deleted" in errors[0]["error"]
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket="dtune-put-crc").get("Contents", [])]
+    assert keys == ["ok/big.bin"]
 
 
 def test_a_put_killed_mid_way_resumes_from_the_parts_s3_holds(signed, env, tmp_path):
@@ -201,6 +245,9 @@ def test_a_put_killed_mid_way_resumes_from_the_parts_s3_holds(signed, env, tmp_p
     assert resumed and resumed[0]["parts_kept"] >= 2
     assert s["bytes_resumed"] == resumed[0]["bytes_kept"] > 0
     assert s["bytes_sent"] < len(data)          # fewer bytes than the whole went up again
+    # (the upload was started with CRC32 checksums: the kept parts' CRC32s complete the composite)
+    assert [e["verified"] for e in events if e.get("event") == "file_done"] == [
+        f"size and CRC32 (composite of {-(-len(data) // (5 * MIB))} part CRC32s)"]
     assert client.get_object(Bucket="dtune-put-resume", Key="r/huge.bin")["Body"].read() == data
     assert client.list_multipart_uploads(Bucket="dtune-put-resume").get("Uploads", []) == []
 

@@ -1,4 +1,4 @@
-"""``dtune put``: upload local files or trees to S3 or a WebDAV collection, tuned and verified."""
+"""``dtune put``: upload local files or trees to S3, a WebDAV collection or dtune serve, tuned and verified."""
 
 from __future__ import annotations
 
@@ -25,10 +25,18 @@ DEST is one of:
   an S3 prefix            s3://bucket/prefix/ (--endpoint-url for MinIO, Ceph, moto; signed
                           with the AWS credentials get finds). Files up to 16 MiB go in one
                           PUT with Content-MD5; larger ones in a multipart upload of tuned
-                          parts (--part-size), each part's Content-MD5 checked by S3.
+                          parts (--part-size), each part's CRC32 (where the server takes
+                          flexible checksums; else, and with --content-md5, its
+                          Content-MD5) checked by S3.
   a WebDAV collection     dav://host/path/, davs://host/path/, or http(s):// to a DAV server;
                           collections are made with MKCOL (parents first); each file is one
-                          PUT with Content-MD5 and a Digest: sha-256 header.
+                          PUT, with Content-MD5 and a Digest: sha-256 header up to 16 MiB
+                          (a larger file is hashed as it is sent only with --verify-read).
+  dtune serve --writable  http(s)://host:port/dir/, recognised by the Server: dtune/… header
+                          its HEAD answers (else the URL is taken for WebDAV); give its token
+                          with --token-file FILE or --header "Authorization: Bearer TOKEN".
+                          Files up to 16 MiB go in one PUT, larger ones in Content-Range
+                          pieces (p at once), every request with Repr-Digest: sha-256.
 
 Tuning: the tuner (--tuner, --cc, -p) plans as for get; for a put, cc is the
 files in flight and p the parts of one file in flight. The plan is kept for the
@@ -36,15 +44,18 @@ whole put (no online search for uploads yet).
 
 Every file is verified after its upload: S3 by its ETag (the MD5 of the bytes
 in the PUT's answer; for a multipart upload the MD5 of the parts' MD5s and -N,
-in the answer and in a HEAD of the object); WebDAV by the size and the checksum
+in the answer and in a HEAD of the object; with CRC32 checksums the size and
+the COMPOSITE CRC32 a HEAD names); WebDAV by the size and the checksum
 the server publishes (PROPFIND, else HEAD with Want-Digest), else on size only
-unless --verify-read reads the file back. A file that fails has its multipart
+unless --verify-read reads the file back; dtune serve by the Repr-Digest
+(SHA-256) it answers for the stored file. A file that fails has its multipart
 upload aborted.
 
 Resume: a put to S3 that was interrupted (Ctrl-C, kill, a lost machine) leaves
 its multipart uploads; running it again finds them (ListMultipartUploads,
 ListParts) and sends only the parts whose MD5 does not match the local bytes.
-A WebDAV file cut short is sent whole again (not resumable: WebDAV has no
+A put to dtune serve run again asks HEAD for Dtune-Received and sends only the
+missing ranges of each large file. A WebDAV file cut short is sent whole again (not resumable: WebDAV has no
 ranged PUT every server takes). --sync skips files the destination already
 holds (same size and mtime).
 
@@ -55,11 +66,11 @@ and SIGHUP. Each put is recorded in the history with direction 'put'.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("put", help="upload files or trees to S3 or WebDAV, tuned and verified",
+    p = sub.add_parser("put", help="upload files or trees to S3, WebDAV or dtune serve, tuned and verified",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sources", nargs="+", metavar="SRC", help="a local file or directory")
-    p.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/, or a WebDAV collection: dav://, davs://, "
-                   "http(s)://")
+    p.add_argument("dest", metavar="DEST", help="s3://bucket/prefix/, a WebDAV collection (dav://, davs://, "
+                   "http(s)://) or a dtune serve --writable directory (http(s)://)")
     p.add_argument("--config", metavar="FILE", help="read options from this TOML file (default $DTUNE_CONFIG, "
                    "else ~/.config/dtune/config.toml): get's keys at its top level and in [get], put's own "
                    "(part-size, sync, verify-read, no-resume) in a [put] table, which also overrides the others")

@@ -1,7 +1,28 @@
-"""The transfer engine (the only place that moves bytes). See ``core`` for the theory."""
+"""The transfer engine (the only place that moves bytes). See ``core`` for the theory.
 
-from dtune.engine.core import Engine
-from dtune.engine.options import EngineOptions
-from dtune.engine.result import FileResult, TransferResult
+The names below are imported on first use (PEP 562): a command that needs only the option
+table (``dtune put``, ``dtune config``) does not load the engine's core and its files module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dtune.engine.core import Engine
+    from dtune.engine.options import EngineOptions
+    from dtune.engine.result import FileResult, TransferResult
+
+_WHERE = {"Engine": "dtune.engine.core", "EngineOptions": "dtune.engine.options",
+          "FileResult": "dtune.engine.result", "TransferResult": "dtune.engine.result"}
 
 __all__ = ["Engine", "EngineOptions", "FileResult", "TransferResult"]
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value

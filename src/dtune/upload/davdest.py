@@ -4,11 +4,13 @@
 405 means it is there already; a destination collection whose parent is
 missing has its missing ancestors made from the top down). Each file is one
 ``PUT`` (WebDAV has no standard upload in parts: a large file goes whole, its
-bytes read from disk, and hashed, as they are sent). A file up to 16 MiB is
-read and hashed first and carries ``Content-MD5`` and an RFC 3230 ``Digest:
+bytes read from disk as they are sent). A file up to 16 MiB is read and
+hashed first and carries ``Content-MD5`` and an RFC 3230 ``Digest:
 sha-256=…`` header, which servers that check digests (dCache) use and others
 ignore; a larger one carries none (they would cost a pass over it before its
-first byte is sent) and is verified by its digests afterwards.
+first byte is sent). It is hashed (SHA-256) as it is sent only with
+``--verify-read``; a digest the server publishes is compared with the local
+file hashed after the upload (its size and mtime unchanged).
 
 Verification: the file's own ``PROPFIND`` (``Depth: 0``, on a kept
 connection) must give the size; a checksum property (dCache's, ownCloud's) is
@@ -71,6 +73,9 @@ class DavDestination:
         self.base = base
         self.sender = sender
         self.verify_read = verify_read
+        # a file sent whole is hashed as it is sent only when its SHA-256 will be needed for sure
+        # (--verify-read); a digest the server publishes is compared with the file hashed afterwards
+        self.hash_in_flight = verify_read
         self.label = base
 
     def url(self, relpath: str) -> str:

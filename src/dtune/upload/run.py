@@ -11,14 +11,15 @@ pipelined). The plan is made once: the online search a get runs is not run
 for uploads (said in the ``tuning`` event's reasons and ``docs/put.md``).
 
 Each file then goes through its destination (``upload.dest``): small files
-and every file to WebDAV in one request, larger ones to S3 in parts of the
-tuned size (``upload.parts``), at most ``BUFFER_BUDGET`` bytes of parts read
-into memory at once. A request that fails retryably is sent again after a
+and every file to WebDAV in one request, larger ones to S3 (or to dtune
+serve, in ``Content-Range`` pieces) in parts of the tuned size
+(``upload.parts``), at most ``BUFFER_BUDGET`` bytes of parts read into memory
+at once. A request that fails retryably is sent again after a
 backoff (0.5 s doubling, up to 8 s; ``--retries`` times per request); a
 file whose verification fails, or whose request keeps failing, fails, and
 its incomplete multipart upload is aborted. A run that is interrupted
 (Ctrl-C, SIGTERM, kill) leaves its multipart uploads for the rerun, which
-resumes them (``S3Destination.begin``).
+resumes them (``S3Destination.begin``, ``ServeDestination.begin``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import hashlib
 import os
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,19 +88,27 @@ class _Budget:
             await self._cond.wait_for(lambda: self.used == 0 or self.used + n <= self.limit)
             self.used += n
 
+    def try_take(self, n: int) -> bool:
+        """Take ``n`` now if it fits without waiting (a read ahead: never waited for while holding)."""
+        if self.used + n > self.limit and self.used:
+            return False
+        self.used += n
+        return True
+
     async def give(self, n: int) -> None:
         async with self._cond:
             self.used -= n
             self._cond.notify_all()
 
 
-def _read(path: os.PathLike[str], start: int, end: int) -> tuple[bytes, bytes]:
+def _read(path: os.PathLike[str], start: int, end: int, crc: bool = False) -> tuple[bytes, bytes | None, int | None]:
+    """Bytes ``[start, end)`` of a file and their MD5, or their CRC32 instead with ``crc`` (a thread's work)."""
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
     if len(data) != end - start:
         raise DtuneError(f"{path}: shorter than when it was listed (did it change while being put?)")
-    return data, hashlib.md5(data).digest()
+    return (data, None, zlib.crc32(data)) if crc else (data, hashlib.md5(data).digest(), None)
 
 
 def unchanged(f: LocalFile, remote: Remote | None, *, s3: bool) -> bool:
@@ -164,7 +174,8 @@ class Put:
             self.emit({"event": "error", "path": f.relpath, "error": fr.error})
             if begun is not None:
                 try:
-                    await self.dest.abort(f, begun)
+                    # (retried as any request: a kept connection the server closed meanwhile fails it once)
+                    await self.retried(f"{f.relpath} abort", lambda: self.dest.abort(f, begun))  # noqa: B023
                     self.emit({"event": "aborted", "path": f.relpath, "upload": "multipart upload aborted"})
                 except (DtuneError, OSError) as again:
                     self.emit({"event": "warning", "message": f"{f.relpath}: the failed upload could not be "
@@ -176,50 +187,76 @@ class Put:
         if f.size <= MULTIPART_THRESHOLD or self.dest.multipart:
             await self.budget.take(f.size)
             try:
-                data, md5 = await asyncio.to_thread(_read, f.path, 0, f.size)
+                data, md5, _ = await asyncio.to_thread(_read, f.path, 0, f.size)
                 sha = hashlib.sha256(data).hexdigest() if not self.dest.multipart else None
                 sent = Sent(f.size, md5=md5, sha256=sha)
                 answered = await self.retried(f.relpath, lambda: self.dest.put_whole(f, Body(data=data), sent))
             finally:
                 await self.budget.give(f.size)
             return answered, sent
-        # a large file sent whole (WebDAV) is hashed as it is read to be sent: no pass over it before,
-        # and so no Content-MD5 (it would have to come first). SHA-256 only: with the CPU's SHA
-        # instructions it costs less than half of MD5 here; a server that publishes another digest
-        # has the file hashed again with that one (``DavDestination.verify``)
+        # a large file sent whole (WebDAV) has no Content-MD5 (it would cost a pass over it before its
+        # first byte). It is hashed (SHA-256) as it is read to be sent when the destination says it will
+        # need that digest (``hash_in_flight``: WebDAV with --verify-read); else it goes unhashed, and a
+        # digest the server publishes is compared with the file hashed then (``DavDestination.verify``)
         hashed: list = []
+        in_flight = getattr(self.dest, "hash_in_flight", True)
 
         async def attempt() -> Remote:
-            hashed[:] = [hashlib.sha256()]
-            return await self.dest.put_whole(f, Body(path=f.path, start=0, end=f.size, hashers=(hashed[0],)),
+            hashed[:] = [hashlib.sha256()] if in_flight else []
+            return await self.dest.put_whole(f, Body(path=f.path, start=0, end=f.size, hashers=tuple(hashed)),
                                              Sent(f.size))
 
         answered = await self.retried(f.relpath, attempt)
-        sent = Sent(f.size, sha256=hashed[0].hexdigest())
+        sent = Sent(f.size, sha256=hashed[0].hexdigest() if hashed else None)
         st = os.stat(f.path)
         if st.st_size != f.size or st.st_mtime != f.mtime:
             raise DtuneError(f"{f.path}: changed while it was put")
         return answered, sent
 
     async def _parts(self, f: LocalFile, begun: Begun, p: int) -> tuple[Remote, Sent]:
+        crc = begun.checksum == "CRC32"   # (the server takes CRC32 flexible checksums: no MD5 computed)
         md5s: dict[int, bytes] = {n: md5 for n, (_, md5) in begun.kept.items()}
+        crcs: dict[int, int] = dict(begun.kept_crc32s)
+        etags: dict[int, str] = {n: etag for n, (etag, _) in begun.kept.items()}
         todo = [part for part in begun.parts if part.number not in begun.kept]
         if begun.kept:
             self.emit({"event": "resumed", "path": f.relpath, "parts_kept": len(begun.kept),
                        "bytes_kept": begun.kept_bytes, "parts_left": len(todo)})
         queue = list(reversed(todo))
 
+        def read(part):
+            return part, asyncio.ensure_future(asyncio.to_thread(_read, f.path, part.start, part.end, crc))
+
         async def lane() -> None:
-            while queue:
-                part = queue.pop()
-                await self.budget.take(part.size)
-                try:
-                    data, md5 = await asyncio.to_thread(_read, f.path, part.start, part.end)
-                    await self.retried(f"{f.relpath} part {part.number}",
-                                       lambda: self.dest.put_part(f, begun, part, data, md5))  # noqa: B023
-                    md5s[part.number] = md5
-                finally:
-                    await self.budget.give(part.size)
+            # each lane reads (and hashes) its next part on a thread while it sends this one, when the
+            # budget has room for it now (waiting for room while holding a part could wait for ever)
+            ahead = None
+            try:
+                while queue or ahead is not None:
+                    if ahead is None:
+                        part = queue.pop()
+                        await self.budget.take(part.size)
+                        ahead = read(part)
+                    part, reading = ahead
+                    ahead = None
+                    try:
+                        data, md5, sum32 = await reading
+                        if queue and self.budget.try_take(queue[-1].size):
+                            ahead = read(queue.pop())
+                        etag = await self.retried(f"{f.relpath} part {part.number}", lambda: (  # noqa: B023
+                            self.dest.put_part(f, begun, part, data, md5) if md5 is not None  # noqa: B023
+                            else self.dest.put_part(f, begun, part, data, None, crc32=sum32)))  # noqa: B023
+                        etags[part.number] = etag
+                        if md5 is not None:
+                            md5s[part.number] = md5
+                        if sum32 is not None:
+                            crcs[part.number] = sum32
+                    finally:
+                        await self.budget.give(part.size)
+            finally:
+                if ahead is not None:
+                    await asyncio.gather(ahead[1], return_exceptions=True)
+                    await self.budget.give(ahead[0].size)
 
         tasks = [asyncio.ensure_future(lane()) for _ in range(max(1, min(p, len(todo))))]
         try:
@@ -231,7 +268,11 @@ class Put:
         st = os.stat(f.path)
         if st.st_size != f.size or st.st_mtime != f.mtime:
             raise DtuneError(f"{f.path}: changed while it was put (its parts may mix two versions)")
-        sent = Sent(f.size, part_md5s=[md5s[part.number] for part in begun.parts])
+        if crc:
+            sent = Sent(f.size, part_crc32s=[crcs[part.number] for part in begun.parts],
+                        part_etags=[etags[part.number] for part in begun.parts])
+        else:
+            sent = Sent(f.size, part_md5s=[md5s[part.number] for part in begun.parts])
         answered = await self.retried(f.relpath, lambda: self.dest.complete(f, begun, sent))
         return answered, sent
 

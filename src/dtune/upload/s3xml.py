@@ -46,10 +46,18 @@ def _root(body: bytes, bad: Bad, want: str, also: str = "") -> ET.Element:
 
 def parse_initiate(body: bytes, bad: Bad) -> str:
     """``InitiateMultipartUploadResult`` → its UploadId."""
-    upload = (_child(_root(body, bad, "InitiateMultipartUploadResult"), "UploadId") or "").strip()
+    return parse_initiated(body, bad)[0]
+
+
+def parse_initiated(body: bytes, bad: Bad) -> tuple[str, str | None]:
+    """``InitiateMultipartUploadResult`` → (its UploadId, the ``ChecksumAlgorithm`` it names, upper
+    case, or None)."""
+    root = _root(body, bad, "InitiateMultipartUploadResult")
+    upload = (_child(root, "UploadId") or "").strip()
     if not upload or len(upload) > 1024 or any(ord(c) < 0x21 or ord(c) > 0x7E for c in upload):
         raise bad("no usable UploadId")
-    return upload
+    algo = (_child(root, "ChecksumAlgorithm") or "").strip().upper()
+    return upload, (algo if algo.isalnum() and len(algo) <= 16 else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +67,7 @@ class Upload:
     key: str          # UNTRUSTED: compared with the key asked for, never used as a path
     upload_id: str
     initiated: str    # ISO 8601 as S3 gives it (sorts as time)
+    checksum: str = ""   # its ChecksumAlgorithm (upper case), "" when none
 
 
 def parse_uploads(body: bytes, bad: Bad) -> tuple[list[Upload], str | None, str | None]:
@@ -72,7 +81,9 @@ def parse_uploads(body: bytes, bad: Bad) -> tuple[list[Upload], str | None, str 
         key, upload = _child(item, "Key"), (_child(item, "UploadId") or "").strip()
         if key is None or not upload:
             continue
-        found.append(Upload(key, upload, (_child(item, "Initiated") or "").strip()))
+        algo = (_child(item, "ChecksumAlgorithm") or "").strip().upper()
+        found.append(Upload(key, upload, (_child(item, "Initiated") or "").strip(),
+                            algo if algo.isalnum() and len(algo) <= 16 else ""))
     if (_child(root, "IsTruncated") or "").strip().lower() == "true":
         key_marker, id_marker = _child(root, "NextKeyMarker"), _child(root, "NextUploadIdMarker")
         if not key_marker and not id_marker:
@@ -117,9 +128,11 @@ def parse_complete(body: bytes, bad: Bad) -> str | None:
                                         "CompleteMultipartUploadResponse"), "ETag"))
 
 
-def complete_body(etags: list[tuple[int, str]]) -> bytes:
-    """The ``CompleteMultipartUpload`` request: each part's number and ETag, in order."""
-    items = "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>&quot;{escape(e)}&quot;</ETag></Part>"
-                    for n, e in sorted(etags))
+def complete_body(etags: list[tuple[int, str]], crc32s: list[str] | None = None) -> bytes:
+    """The ``CompleteMultipartUpload`` request: each part's number and ETag, in order (and its
+    ``ChecksumCRC32``, base64, given in the same order, for an upload with flexible checksums)."""
+    crcs = [f"<ChecksumCRC32>{escape(c)}</ChecksumCRC32>" for c in crc32s] if crc32s else [""] * len(etags)
+    items = "".join(f"<Part><PartNumber>{n}</PartNumber><ETag>&quot;{escape(e)}&quot;</ETag>{c}</Part>"
+                    for (n, e), c in sorted(zip(etags, crcs, strict=True)))
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUpload '
             f'xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{items}</CompleteMultipartUpload>').encode()

@@ -1,8 +1,10 @@
 """From a put's resolved option values to a running ``upload.run.Put``, and its history row.
 
 ``destination`` picks the module by DEST's scheme (``s3://`` → ``s3dest``;
-``dav://``, ``davs://``, ``http(s)://`` → ``davdest``); one more kind of
-destination is one more branch here and one module. Credentials go only into
+``dav://``, ``davs://``, ``http(s)://`` → ``davdest``); ``http(s)://`` whose
+server answers ``Server: dtune/…`` (``servedest.recognise``, one ``HEAD`` of
+DEST) → ``servedest``. One more kind of destination is one more branch here
+and one module. Credentials go only into
 the ``Access`` (``transfer.request.access_from``: userinfo taken out of the
 URL, ``--header`` / ``--netrc`` / tokens scoped to the destination's origin,
 SigV4 for the S3 endpoint's origin): no message, event or history row
@@ -47,7 +49,7 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
     lower = dest.lower()
     if not lower.startswith(DEST_SCHEMES):
         raise UsageError(f"{shown(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
-                         f"(dav://, davs://, http://, https://)")
+                         f"(dav://, davs://, http://, https://) or a dtune serve --writable directory (http(s)://)")
     def make_sender(access) -> Sender:
         return Sender(access, connect_timeout=float(values.get("connect_timeout") or 10),
                       stall_timeout=float(values.get("stall_timeout") or 30),
@@ -60,7 +62,8 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
         settings, creds = s3_settings(values, env)
         access, _, _ = access_from(values, [settings.endpoint + "/"], [], env, s3=(settings, creds))
         sender = make_sender(access)
-        out: Destination = S3Destination(dest, settings, sender, signed=creds is not None)
+        out: Destination = S3Destination(dest, settings, sender, signed=creds is not None,
+                                          flexible=not values.get("content_md5"))
         probe = settings.endpoint + "/"
     else:
         from dtune.discovery.urls import from_dav  # (WebDAV only)
@@ -75,6 +78,17 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
     return out, sender, probe
 
 
+async def served(target: Destination, dest: str, sender: Sender) -> Destination:
+    """``target``, or a ``ServeDestination`` when DEST is ``http(s)://`` and its server is ``dtune serve``."""
+    from dtune.upload.davdest import DavDestination  # (http(s):// only)
+    if not dest.lower().startswith(("http://", "https://")) or not isinstance(target, DavDestination):
+        return target
+    from dtune.upload.servedest import ServeDestination, recognise  # (http(s):// only)
+    if await recognise(sender, target.base):   # (the base has no credentials: taken out of the URL)
+        return ServeDestination(target.base, sender)
+    return target
+
+
 async def put(sources: list[str], dest: str, values: dict[str, Any], emit: Callable[[dict], None],
               environ: Mapping[str, str] | None = None) -> PutResult:
     """The whole put: collect, tune, send, verify; its history row written unless --no-history."""
@@ -82,6 +96,8 @@ async def put(sources: list[str], dest: str, values: dict[str, Any], emit: Calla
     for warning in found.warnings:
         emit({"event": "warning", "message": warning})
     target, sender, probe = destination(dest, values, emit, environ)
+    if not values.get("dry_run") and found.files:
+        target = await served(target, dest, sender)
     started = datetime.now(UTC)
     job = Put(target, sender, values, emit)
     sender.on_bytes = lambda n: setattr(job.result, "sent", job.result.sent + n)

@@ -97,7 +97,8 @@ def documents(draw) -> bytes:
 @FUZZ
 @given(documents())
 def test_untrusted_answers_give_values_or_the_callers_error(body):
-    for parse in (s3xml.parse_initiate, s3xml.parse_parts, s3xml.parse_uploads, s3xml.parse_complete):
+    for parse in (s3xml.parse_initiate, s3xml.parse_initiated, s3xml.parse_parts, s3xml.parse_uploads,
+                  s3xml.parse_complete):
         try:
             out = parse(body, Bad)
         except Bad:
@@ -107,3 +108,5 @@ def test_untrusted_answers_give_values_or_the_callers_error(body):
             assert all(1 <= p.number <= S3_MAX_PARTS and p.size >= 0 for p in parts)
         elif parse is s3xml.parse_initiate:
             assert out and out.isprintable()
+        elif parse is s3xml.parse_initiated:
+            assert out[0] and out[0].isprintable() and (out[1] is None or out[1].isalnum())
