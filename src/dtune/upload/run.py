@@ -52,6 +52,9 @@ ASSUMED_RTT = 0.01           # s, when it cannot be measured
 # AWS CLI send at once. A get's tuners size p from the path's BDP, which is 1 on a LAN; an object
 # store's rate per request is bounded by its own per-request work, which parts in flight hide.
 MIN_PARTS_IN_FLIGHT = 4
+# while the online search runs (and -p is not given), files are cut for this many times the plan's
+# p in flight (parts of 8 MiB at least, ``upload.parts``): a file cut for p lanes has no parts for more
+GROW_ROOM = 4
 Emit = Callable[[dict], None]
 
 
@@ -143,6 +146,7 @@ class Put:
         self.req_seconds, self.req_bytes, self.req_count = 0.0, 0, 0   # since the last control tick
         self.live: dict[str, dict[str, int]] = {}   # cc and p in force per partition (the search's)
         self.p_of: dict[str, str] = {}   # relpath → partition
+        self.headroom = 1                # parts sized for p × this in flight (room for the search's p)
 
     async def timed(self, nbytes: int, call: Callable[[], Any]) -> Any:
         """A request with a body, counted: in flight meanwhile, then its time and bytes acknowledged."""
@@ -189,7 +193,7 @@ class Put:
                 answered, sent = await self._whole(f)
             else:
                 begun = await self.retried(f.relpath, lambda: self.dest.begin(
-                    f, part_size(f.size, p, fixed_part), not self.v.get("no_resume")))
+                    f, part_size(f.size, p * self.headroom, fixed_part), not self.v.get("no_resume")))
                 answered, sent = await self._parts(f, begun, p)
             fr.verified = await self.retried(f.relpath, lambda: self.dest.verify(f, sent, answered))
             fr.status = "done"
@@ -404,6 +408,8 @@ async def run(put: Put, files: list[LocalFile], *, sync: bool, dry_run: bool, rt
     put.live = {name: dict(v) for name, v in params.items()}
     ticker = asyncio.ensure_future(_tick(put, total, started))
     tuner = online_for(put.v, event, rtt)
+    if tuner is not None and put.v.get("parallelism") is None:
+        put.headroom = GROW_ROOM
     control = asyncio.ensure_future(_control(put, tuner, sum(f.size for f, _ in todo))) if tuner is not None else None
     busy = {name: [0] for name in groups}
 
