@@ -30,6 +30,10 @@ from collections.abc import Mapping
 from dtune.tuners.online import OnlineSearch
 from dtune.tuners.online_constants import OnlineConstants
 
+# a lane's first acknowledgement comes one request after it starts (no slow start to wait out on top):
+# a step settles for one request time, not a get's 3 RTTs
+PUT_CONSTANTS = OnlineConstants(settle_rtts=1.0)
+
 
 class PutOnline:
     """The search over an upload's lanes (pure; see the module docstring).
@@ -49,7 +53,7 @@ class PutOnline:
         self.fixed_cc, self.fixed_p = fixed_cc, fixed_p
         self.start = max(1, self._lanes(self.base))
         self.search = OnlineSearch(self.start, cap=max(cap, 1), window=max(window, 1.0),
-                                   constants=constants, realize=self.realize)
+                                   constants=constants or PUT_CONSTANTS, realize=self.realize)
         if fixed_cc is not None and fixed_p is not None:
             self.search.phase = "off"
         self.params = {n: {"cc": cc, "p": p} for n, (cc, p) in self.base.items()}
