@@ -438,6 +438,9 @@ async def run(put: Put, files: list[LocalFile], *, sync: bool, dry_run: bool, rt
             await asyncio.wait(live, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if control is not None:
+            if control.done() and not control.cancelled() and control.exception() is not None:
+                put.emit({"event": "warning", "message": f"the online search stopped ({control.exception()!r}); "
+                          "the put kept its last cc and p"})
             control.cancel()
             await asyncio.gather(control, return_exceptions=True)
         for task in [*workers, ticker]:
