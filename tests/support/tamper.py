@@ -6,7 +6,9 @@ answer back, one upstream connection per client connection. ``damage(line,
 body)`` returns the body to send on: a test flips a byte of S3 parts to see
 that Content-MD5 and the ETag checks catch it. Answers are framed by
 ``Content-Length`` (a HEAD's carry none); an answer that says
-``Connection: close`` ends the client connection. ``stop()`` closes the
+``Connection: close`` ends the client connection. ``pace`` (bytes/s, 0:
+none) paces each connection's request bodies, as a server whose per-request
+work bounds each connection's rate. ``stop()`` closes the
 listening socket; its threads are daemons that end with their sockets.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 Damage = Callable[[bytes, bytes], bytes]
@@ -30,12 +33,16 @@ def _read_head(sock: socket.socket, buf: bytearray) -> bytes | None:
     return head
 
 
-def _read_body(sock: socket.socket, buf: bytearray, n: int) -> bytes:
+def _read_body(sock: socket.socket, buf: bytearray, n: int, pace: float = 0.0) -> bytes:
+    began, had = time.monotonic(), len(buf)
     while len(buf) < n:
-        chunk = sock.recv(min(1 << 20, n - len(buf)))
+        chunk = sock.recv(min(64 << 10 if pace else 1 << 20, n - len(buf)))
         if not chunk:
             raise ConnectionError("cut short")
         buf += chunk
+        if pace:   # this connection's bytes so far at ``pace``: wait until they are due
+            due = began + (len(buf) - had) / pace
+            time.sleep(max(0.0, due - time.monotonic()))
     body = bytes(buf[:n])
     del buf[:n]
     return body
@@ -50,9 +57,11 @@ def _length(head: bytes) -> int:
 
 
 class TamperRelay:
-    def __init__(self, upstream_port: int, damage: Damage) -> None:
+    def __init__(self, upstream_port: int, damage: Damage, pace: float = 0.0) -> None:
         self.upstream_port = upstream_port
         self.damage = damage
+        self.pace = pace
+        self.connections = 0   # client connections accepted
         self.damaged = 0
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = self._server.getsockname()[1]
@@ -68,6 +77,7 @@ class TamperRelay:
                 client, _ = self._server.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
@@ -78,7 +88,7 @@ class TamperRelay:
                 head = _read_head(client, cbuf)
                 if head is None:
                     return
-                body = _read_body(client, cbuf, _length(head))
+                body = _read_body(client, cbuf, _length(head), self.pace)
                 line = head.split(b"\r\n", 1)[0]
                 changed = self.damage(line, body)
                 if changed != body:

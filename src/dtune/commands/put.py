@@ -39,8 +39,11 @@ DEST is one of:
                           pieces (p at once), every request with Repr-Digest: sha-256.
 
 Tuning: the tuner (--tuner, --cc, -p) plans as for get; for a put, cc is the
-files in flight and p the parts of one file in flight. The plan is kept for the
-whole put (no online search for uploads yet).
+files in flight and p the parts of one file in flight. While the put runs, get's
+online search re-tunes them from the acknowledged rate (p of files in parts, cc
+of files sent whole; applied between parts and files, never cutting a request);
+--cc/-p given stay fixed, --limit-rate turns the search off. Steps are 'online'
+and 'params' events in --json (docs/put.md).
 
 Every file is verified after its upload: S3 by its ETag (the MD5 of the bytes
 in the PUT's answer; for a multipart upload the MD5 of the parts' MD5s and -N,

@@ -7,8 +7,10 @@ tuner as a get's listing is: ``plan(sizes, facts)`` splits them into size
 partitions with θ each. For an upload, a partition's **cc** is the number of
 its files in flight at once and **p** the parts of one file in flight (each
 on a connection of its own); pp is not used (a request with a body is not
-pipelined). The plan is made once: the online search a get runs is not run
-for uploads (said in the ``tuning`` event's reasons and ``docs/put.md``).
+pipelined). Then the online search a get runs re-tunes them while the put
+runs (``upload.online``): every control tick it is fed the bytes acknowledged,
+the requests in flight and the mean request time, and its steps change cc
+(between files) and p (between parts) without cutting a request in flight.
 
 Each file then goes through its destination (``upload.dest``): small files
 and every file to WebDAV in one request, larger ones to S3 (or to dtune
@@ -39,6 +41,7 @@ from dtune.netfacts import ASSUMED_BUFFER, NetworkFacts, os_receive_buffer_max
 from dtune.tuners import Fixed, make_tuner
 from dtune.upload.dest import Begun, Destination, IntegrityError, Remote, Sent
 from dtune.upload.local import LocalFile
+from dtune.upload.online import PutOnline
 from dtune.upload.parts import MULTIPART_THRESHOLD, part_size
 from dtune.upload.wire import CHUNK, Body, Pacer, Sender
 
@@ -49,6 +52,9 @@ ASSUMED_RTT = 0.01           # s, when it cannot be measured
 # AWS CLI send at once. A get's tuners size p from the path's BDP, which is 1 on a LAN; an object
 # store's rate per request is bounded by its own per-request work, which parts in flight hide.
 MIN_PARTS_IN_FLIGHT = 4
+# while the online search runs (and -p is not given), files are cut for this many times the plan's
+# p in flight (parts of 8 MiB at least, ``upload.parts``): a file cut for p lanes has no parts for more
+GROW_ROOM = 4
 Emit = Callable[[dict], None]
 
 
@@ -135,6 +141,31 @@ class Put:
         self.budget = _Budget(BUFFER_BUDGET)
         self.retries = int(values.get("retries") or 0)
         self.is_s3 = dest.label.startswith("s3://")
+        self.acked = 0                   # body bytes of requests the destination answered
+        self.in_flight = 0               # requests with a body in flight (the lanes in use)
+        self.req_seconds, self.req_bytes, self.req_count = 0.0, 0, 0   # since the last control tick
+        self.live: dict[str, dict[str, int]] = {}   # cc and p in force per partition (the search's)
+        self.p_of: dict[str, str] = {}   # relpath → partition
+        self.headroom = 1                # parts sized for p × this in flight (room for the search's p)
+
+    async def timed(self, nbytes: int, call: Callable[[], Any]) -> Any:
+        """A request with a body, counted: in flight meanwhile, then its time and bytes acknowledged."""
+        t0 = self.clock()
+        self.in_flight += 1
+        try:
+            out = await call()
+        finally:
+            self.in_flight -= 1
+        self.req_seconds += self.clock() - t0
+        self.req_bytes += nbytes
+        self.req_count += 1
+        self.acked += nbytes
+        return out
+
+    def p_now(self, f: LocalFile, p: int) -> int:
+        """Parts of ``f`` in flight now: the search's p for its partition, else the plan's."""
+        live = self.live.get(self.p_of.get(f.relpath, ""))
+        return int(live["p"]) if live else p
 
     # ---- retrying ---------------------------------------------------------------------------
     async def retried(self, what: str, call: Callable[[], Any]) -> Any:
@@ -162,7 +193,7 @@ class Put:
                 answered, sent = await self._whole(f)
             else:
                 begun = await self.retried(f.relpath, lambda: self.dest.begin(
-                    f, part_size(f.size, p, fixed_part), not self.v.get("no_resume")))
+                    f, part_size(f.size, p * self.headroom, fixed_part), not self.v.get("no_resume")))
                 answered, sent = await self._parts(f, begun, p)
             fr.verified = await self.retried(f.relpath, lambda: self.dest.verify(f, sent, answered))
             fr.status = "done"
@@ -190,7 +221,8 @@ class Put:
                 data, md5, _ = await asyncio.to_thread(_read, f.path, 0, f.size)
                 sha = hashlib.sha256(data).hexdigest() if not self.dest.multipart else None
                 sent = Sent(f.size, md5=md5, sha256=sha)
-                answered = await self.retried(f.relpath, lambda: self.dest.put_whole(f, Body(data=data), sent))
+                answered = await self.timed(f.size, lambda: self.retried(
+                    f.relpath, lambda: self.dest.put_whole(f, Body(data=data), sent)))
             finally:
                 await self.budget.give(f.size)
             return answered, sent
@@ -206,7 +238,7 @@ class Put:
             return await self.dest.put_whole(f, Body(path=f.path, start=0, end=f.size, hashers=tuple(hashed)),
                                              Sent(f.size))
 
-        answered = await self.retried(f.relpath, attempt)
+        answered = await self.timed(f.size, lambda: self.retried(f.relpath, attempt))
         sent = Sent(f.size, sha256=hashed[0].hexdigest() if hashed else None)
         st = os.stat(f.path)
         if st.st_size != f.size or st.st_mtime != f.mtime:
@@ -227,6 +259,11 @@ class Put:
         def read(part):
             return part, asyncio.ensure_future(asyncio.to_thread(_read, f.path, part.start, part.end, crc))
 
+        lanes = [0]
+
+        def excess() -> bool:   # more lanes on this file than the search's p now: this one stops
+            return lanes[0] > self.p_now(f, p)
+
         async def lane() -> None:
             # each lane reads (and hashes) its next part on a thread while it sends this one, when the
             # budget has room for it now (waiting for room while holding a part could wait for ever)
@@ -234,6 +271,8 @@ class Put:
             try:
                 while queue or ahead is not None:
                     if ahead is None:
+                        if excess():
+                            break
                         part = queue.pop()
                         await self.budget.take(part.size)
                         ahead = read(part)
@@ -241,11 +280,12 @@ class Put:
                     ahead = None
                     try:
                         data, md5, sum32 = await reading
-                        if queue and self.budget.try_take(queue[-1].size):
+                        if queue and not excess() and self.budget.try_take(queue[-1].size):
                             ahead = read(queue.pop())
-                        etag = await self.retried(f"{f.relpath} part {part.number}", lambda: (  # noqa: B023
-                            self.dest.put_part(f, begun, part, data, md5) if md5 is not None  # noqa: B023
-                            else self.dest.put_part(f, begun, part, data, None, crc32=sum32)))  # noqa: B023
+                        etag = await self.timed(part.size, lambda: self.retried(  # noqa: B023
+                            f"{f.relpath} part {part.number}", lambda: (  # noqa: B023
+                                self.dest.put_part(f, begun, part, data, md5) if md5 is not None  # noqa: B023
+                                else self.dest.put_part(f, begun, part, data, None, crc32=sum32))))  # noqa: B023
                         etags[part.number] = etag
                         if md5 is not None:
                             md5s[part.number] = md5
@@ -254,13 +294,26 @@ class Put:
                     finally:
                         await self.budget.give(part.size)
             finally:
+                lanes[0] -= 1
                 if ahead is not None:
                     await asyncio.gather(ahead[1], return_exceptions=True)
                     await self.budget.give(ahead[0].size)
 
-        tasks = [asyncio.ensure_future(lane()) for _ in range(max(1, min(p, len(todo))))]
+        # lanes are added when the search raises p (between parts) and stop, each after its part,
+        # when it lowers it
+        tasks: list[asyncio.Future] = []
         try:
-            await asyncio.gather(*tasks)
+            while True:
+                for t in tasks:
+                    if t.done() and t.exception() is not None:
+                        raise t.exception()
+                while queue and lanes[0] < self.p_now(f, p):
+                    lanes[0] += 1   # (counted when started: a lane stops itself in ``lane``)
+                    tasks.append(asyncio.ensure_future(lane()))
+                live = [t for t in tasks if not t.done()]
+                if not live:
+                    break
+                await asyncio.wait(live, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
@@ -307,10 +360,11 @@ def tuned(values: dict[str, Any], files: list[LocalFile], rtt: float | None,
                 cc -= 1
         params[name] = {"cc": cc, "p": p}
     notes = [*plan.notes, f"put: cc = files in flight, p = parts of a file in flight (at least "
-             f"{MIN_PARTS_IN_FLIGHT} unless -p is given); the plan is kept for the whole put (no online search "
-             "for uploads)"]
+             f"{MIN_PARTS_IN_FLIGHT} unless -p is given); re-tuned online while the put runs, unless --cc and -p "
+             "are both given (or under --limit-rate)"]
     event = {"event": "tuning", "tuner": tuner.label, "settings": tuner.get_params(), "facts": facts.as_dict(),
              "params": params, "fixed": fixed.as_dict(), "reason": notes}
+    event["in_parts"] = sorted(in_parts)
     return plan.partition_of, params, event
 
 
@@ -350,23 +404,90 @@ async def run(put: Put, files: list[LocalFile], *, sync: bool, dry_run: bool, rt
     groups: dict[str, list] = {}
     for f, fr in sorted(todo, key=lambda item: -item[0].size):   # largest first: the end stays even
         groups.setdefault(partition_of[index[f.relpath]], []).append((f, fr))
+    put.p_of = {f.relpath: partition_of[index[f.relpath]] for f, _ in todo}
+    put.live = {name: dict(v) for name, v in params.items()}
     ticker = asyncio.ensure_future(_tick(put, total, started))
+    tuner = online_for(put.v, event, rtt)
+    if tuner is not None and put.v.get("parallelism") is None:
+        put.headroom = GROW_ROOM
+    control = asyncio.ensure_future(_control(put, tuner, sum(f.size for f, _ in todo))) if tuner is not None else None
+    busy = {name: [0] for name in groups}
 
-    async def worker(queue: list, p: int) -> None:
-        while queue:
-            f, fr = queue.pop(0)
-            await put.put_file(f, fr, p)
+    async def worker(name: str, queue: list) -> None:
+        # a worker takes its next file only while the partition's cc in force allows it
+        try:
+            while queue and busy[name][0] <= put.live[name]["cc"]:
+                f, fr = queue.pop(0)
+                await put.put_file(f, fr, params[name]["p"])
+        finally:
+            busy[name][0] -= 1
 
-    workers = [asyncio.ensure_future(worker(queue, params[name]["p"]))
-               for name, queue in groups.items() for _ in range(min(params[name]["cc"], len(queue)))]
+    workers: list[asyncio.Future] = []
     try:
-        await asyncio.gather(*workers)
+        while True:
+            for t in workers:
+                if t.done() and t.exception() is not None:
+                    raise t.exception()
+            for name, queue in groups.items():   # the search raised cc: more files in flight
+                while queue and busy[name][0] < put.live[name]["cc"]:
+                    busy[name][0] += 1
+                    workers.append(asyncio.ensure_future(worker(name, queue)))
+            live = [t for t in workers if not t.done()]
+            if not live:
+                break
+            await asyncio.wait(live, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        if control is not None:
+            if control.done() and not control.cancelled() and control.exception() is not None:
+                put.emit({"event": "warning", "message": f"the online search stopped ({control.exception()!r}); "
+                          "the put kept its last cc and p"})
+            control.cancel()
+            await asyncio.gather(control, return_exceptions=True)
         for task in [*workers, ticker]:
             task.cancel()
         await asyncio.gather(*workers, ticker, return_exceptions=True)
         result.seconds = put.clock() - started
     return result
+
+
+def online_for(values: dict[str, Any], event: dict, rtt: float | None) -> PutOnline | None:
+    """The search over the plan in ``event`` (None under --limit-rate: the limit is
+    the bottleneck, the goodput says nothing, as for a get)."""
+    if (values.get("limit_rate") or 0) > 0:
+        return None
+    first = {n: v["cc"] * (v["p"] if n in event["in_parts"] else 1) for n, v in event["params"].items()}
+    window = max(MULTIPART_THRESHOLD, values.get("part_size") or 0)
+    tuner = PutOnline(event["params"], set(event["in_parts"]), fixed_cc=values.get("cc"),
+                      fixed_p=values.get("parallelism"),
+                      cap=max(int(values.get("max_connections_per_host") or 64), sum(first.values())),
+                      window=window)
+    return tuner if tuner.searching else None
+
+
+async def _control(put: Put, tuner: PutOnline, total: int, tick: float = 0.1) -> None:
+    """Feed the search every ``tick`` and apply its steps (``online`` and ``params`` events, as a get)."""
+    rtt: float | None = None
+    window: float | None = None
+    while True:
+        await asyncio.sleep(tick)
+        if put.req_count:
+            rtt = put.req_seconds / put.req_count
+            window = put.req_bytes / put.req_count
+            put.req_seconds, put.req_bytes, put.req_count = 0.0, 0, 0
+        if rtt is None:
+            continue   # (no request answered yet: nothing to judge a lane by)
+        moved = tuner.observe(put.clock(), put.acked, put.in_flight, rtt, window,
+                              bytes_left=max(0, total - put.acked))
+        if moved is None:
+            continue
+        step, params = moved
+        put.emit({"event": "online", **step})
+        for name, new in params.items():
+            old = put.live.get(name)
+            if old != new:
+                put.emit({"event": "params", "partition": name, "old": old, "new": new, "reason": step["reason"]})
+                put.live[name] = dict(new)
+        put.result.tuning.setdefault("steps", []).append({**step, "params": params})
 
 
 async def _tick(put: Put, total: int, started: float) -> None:
