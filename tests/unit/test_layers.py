@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("dtune.version", "dtune.errors", "dtune.argtypes", "dtune.checksums", "dtune.config", "dtune.dataset",
               "dtune.fileio", "dtune.loop", "dtune.params", "dtune.stats", "dtune.units", "dtune.tomlfile",
               "dtune.procgroup", "dtune.netfacts", "dtune.accounting", "dtune.energy", "dtune.serveproc",
-              "dtune.statedir")),
+              "dtune.statedir", "dtune.lazynames")),
     ("http", ("dtune.http", "dtune.netprobe")),
     ("decisions", ("dtune.model", "dtune.tuners")),
     ("engine", ("dtune.engine",)),

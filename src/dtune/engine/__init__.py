@@ -6,8 +6,9 @@ table (``dtune put``, ``dtune config``) does not load the engine's core and its 
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from dtune.lazynames import lazy_names
 
 if TYPE_CHECKING:
     from dtune.engine.core import Engine
@@ -20,9 +21,4 @@ _WHERE = {"Engine": "dtune.engine.core", "EngineOptions": "dtune.engine.options"
 __all__ = ["Engine", "EngineOptions", "FileResult", "TransferResult"]
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), _WHERE)

@@ -11,10 +11,11 @@ The names below are imported on first use (PEP 562): ``dtune put`` takes ``acces
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING
+
+from dtune.lazynames import lazy_names
 
 if TYPE_CHECKING:
     from dtune.engine.result import FileResult, TransferResult
@@ -30,12 +31,7 @@ __all__ = ["FileResult", "ScaleOut", "Shard", "TransferRequest", "TransferResult
            "request_from", "run"]
 
 
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(globals(), _WHERE)
 
 
 class _Package(types.ModuleType):
