@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.harness import child_env
 from support.history import history_sources
-from support.realservers import DtuneServe, Nginx, Unavailable, public_dir
+from support.realservers import DtuneServe, Nginx, public_dir, started
 
 fsspec = pytest.importorskip("fsspec")
 pytest.importorskip("aiohttp")
@@ -49,12 +49,6 @@ def data_root() -> Iterator[Path]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-
-def started(server):
-    try:
-        return server.start()
-    except Unavailable as exc:
-        pytest.skip(f"{type(server).__name__} not available: {exc}")
 
 
 @pytest.fixture(scope="module")

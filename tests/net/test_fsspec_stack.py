@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from support.harness import child_env
 from support.history import history_sources
-from support.realservers import Apache, DtuneServe, Nginx, Unavailable, make_tls_files, public_dir
+from support.realservers import Apache, DtuneServe, Nginx, Unavailable, make_tls_files, public_dir, started
 
 import dtune
 from dtune.errors import DtuneError
@@ -76,12 +76,6 @@ def data_root() -> Iterator[Path]:
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
-
-def started(server):
-    try:
-        return server.start()
-    except Unavailable as exc:
-        pytest.skip(f"{type(server).__name__} not available: {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ from urllib.parse import quote
 
 import pytest
 from support.harness import Outcome, Report, assert_exact, run_get, start_get, tree
-from support.realservers import Apache, Lighttpd, Nginx, PythonHttpServer, Unavailable, public_dir
+from support.realservers import Apache, Lighttpd, Nginx, PythonHttpServer, public_dir, started
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -79,12 +79,6 @@ def make_server(name: str, root: Path, *, rate_kib: int | None = None, **options
 def url(server: Server, relpath: str = "") -> str:
     return f"{server.base}/{quote(relpath)}"
 
-
-def started(server: Server) -> Server:
-    try:
-        return server.start()
-    except Unavailable as exc:
-        pytest.skip(f"{type(server).__name__} not available: {exc}")
 
 
 def write_tree(root: Path, files: dict[str, bytes], empty_dirs: tuple[str, ...] = ()) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from support.davservers import ApacheDav, RcloneDav, WsgiDav
 from support.harness import assert_exact, run_get
-from support.realservers import Nginx, Unavailable, public_dir
+from support.realservers import Nginx, Unavailable, public_dir, started
 
 REAL = ("--retries", "3", "--stall-timeout", "10")
 
@@ -56,12 +56,6 @@ def root() -> Iterator[Path]:
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
-
-def started(server):
-    try:
-        return server.start()
-    except Unavailable as exc:
-        pytest.skip(f"{type(server).__name__} not available: {exc}")
 
 
 SERVERS = {

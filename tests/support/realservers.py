@@ -706,6 +706,15 @@ def make_tls_files(directory: Path, *, tool: str = "auto") -> TlsFiles:
     return TlsFiles(d, d / "ca.pem", d / "cert.pem", d / "key.pem", d / "other.key", tool)
 
 
+def started(server):
+    """``server.start()``, or the calling test skipped where the server is not installed."""
+    try:
+        return server.start()
+    except Unavailable as exc:
+        import pytest  # (only where a test runs this)
+        pytest.skip(f"{type(server).__name__} not available: {exc}")
+
+
 def nginx_serving(root: Path):
     """A generator for a fixture: nginx on ``root`` (skipped where nginx is missing), stopped and
     ``root`` removed at the end."""
