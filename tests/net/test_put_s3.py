@@ -23,8 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.realservers import Unavailable
-from support.s3 import MotoS3
+from support.s3 import MotoS3, moto_serving
 from support.tamper import TamperRelay
 
 RNG = random.Random(38)
@@ -39,26 +38,15 @@ ODD = {"odd/\u00fc \u00f1+plus & more%20.bin": RNG.randbytes(70 * 1024), "odd/~t
        "\u65e5\u672c/\u30c7\u30fc\u30bf.nc": RNG.randbytes(6 * MIB + 3)}
 
 
-def _start(verify: bool) -> Iterator[MotoS3]:
-    server = MotoS3(verify=verify)
-    try:
-        server.start()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
-
 
 @pytest.fixture(scope="module")
 def signed() -> Iterator[MotoS3]:
-    yield from _start(verify=True)
+    yield from moto_serving(verify=True)
 
 
 @pytest.fixture(scope="module")
 def unchecked() -> Iterator[MotoS3]:
-    yield from _start(verify=False)
+    yield from moto_serving(verify=False)
 
 
 def write_tree(root: Path, files: dict[str, bytes]) -> Path:

@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 from support.fakeserver import FakeServer, Rule
 from support.harness import assert_exact, child_env, run_get, tree
-from support.realservers import Unavailable
-from support.s3 import MotoS3, public_read_policy
+from support.s3 import MotoS3, moto_serving, public_read_policy
 
 from dtune.discovery import s3 as s3mod
 from dtune.discovery.s3 import S3Settings
@@ -46,23 +45,12 @@ ODD = {"odd/\u00fc \u00f1+plus & more%20.bin": RNG.randbytes(70 * 1024), "odd/~t
 MULTIPART = RNG.randbytes(PART + 1000)  # ETag "HEX-2": not an MD5, not verified as one
 
 
-def _start(verify: bool) -> Iterator[MotoS3]:
-    server = MotoS3(verify=verify)
-    try:
-        server.start()
-    except Unavailable as exc:
-        pytest.skip(str(exc))
-    try:
-        yield server
-    finally:
-        server.stop()
-
 
 @pytest.fixture(scope="module")
 def signed() -> Iterator[MotoS3]:
     """moto checking signatures: BUCKET holds TREE, a folder marker and a multipart object; MANY
     120 objects."""
-    for server in _start(verify=True):
+    for server in moto_serving(verify=True):
         client = server.client()
         client.create_bucket(Bucket=BUCKET)
         for rel, data in TREE.items():
@@ -85,7 +73,7 @@ def signed() -> Iterator[MotoS3]:
 @pytest.fixture(scope="module")
 def public() -> Iterator[MotoS3]:
     """moto checking no signature, with a public bucket."""
-    for server in _start(verify=False):
+    for server in moto_serving(verify=False):
         client = server.client()
         client.create_bucket(Bucket="dtune-public")
         client.put_bucket_policy(Bucket="dtune-public", Policy=public_read_policy("dtune-public"))

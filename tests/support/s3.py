@@ -135,3 +135,18 @@ class MotoS3:
         if self._work is not None:
             shutil.rmtree(self._work, ignore_errors=True)
             self._work = None
+
+
+def moto_serving(verify: bool):
+    """A generator for a fixture: a started ``MotoS3`` (the test skipped where moto cannot run),
+    stopped at the end."""
+    server = MotoS3(verify=verify)
+    try:
+        server.start()
+    except Unavailable as exc:
+        import pytest  # (only where a fixture runs this)
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
