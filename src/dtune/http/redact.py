@@ -23,3 +23,12 @@ def redact_url(url: str) -> str:
     if "?" not in url:
         return url
     return _SECRET_PARAMS.sub(r"\1REDACTED", url)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message or the history may show it: no user:password@, no presigned signature."""
+    scheme, sep, rest = url.partition("://")
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rpartition("@")[2]
+    return redact_url(f"{scheme}{sep}{authority}{slash}{path}")

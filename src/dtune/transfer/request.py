@@ -26,7 +26,7 @@ from dtune.errors import UsageError
 from dtune.http.access import DIRECT, PROXY_VARIABLES, Access
 from dtune.http.auth import cookie_jar, header_sources, strip_userinfo
 from dtune.http.message import Origin, split_url
-from dtune.http.redact import redact_url
+from dtune.http.redact import redact_url, shown_url
 from dtune.http.trust import ssl_context_from
 from dtune.http.trust import warnings as tls_warnings
 from dtune.options import DEFAULT_MAX_CC, DEFAULT_PARTITIONS
@@ -143,14 +143,6 @@ def _checksum_file_urls(values: Mapping[str, Any]) -> list[str]:
 SCHEMES = ("http", "https", "s3", "dav", "davs")  # what a source or a mirror URL may start with ("doi:" too, for a source)
 
 
-def _shown(url: str) -> str:
-    """``url`` as a message may show it: no user:password@, no presigned signature."""
-    scheme, _, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "***@" + authority.rpartition("@")[2]
-    return redact_url(f"{scheme}://{authority}{slash}{path}")
-
 
 def check_schemes(sources: list[str], mirrors: list[str]) -> None:
     """A source or mirror that names a scheme dtune does not fetch (ftp://, gopher://, file://)
@@ -166,7 +158,7 @@ def check_schemes(sources: list[str], mirrors: list[str]) -> None:
                 continue
             if not flag and os.path.isfile(url):
                 continue
-            raise UsageError(f"{flag}{_shown(url)}: {scheme.lower()}:// is not supported (dtune fetches "
+            raise UsageError(f"{flag}{shown_url(url)}: {scheme.lower()}:// is not supported (dtune fetches "
                              f"http://, https://, dav://, davs:// and s3:// URLs and doi: records, or reads a "
                              f"local URL list or Metalink)")
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from dtune.errors import DtuneError, UsageError
 from dtune.history.row import TransferRecord
-from dtune.http.redact import redact_url
+from dtune.http.redact import shown_url
 from dtune.loop import stop_status
 from dtune.netprobe import measure_rtt
 from dtune.transfer.request import access_from
@@ -33,14 +33,6 @@ from dtune.upload.wire import Sender
 DEST_SCHEMES = ("s3://", "dav://", "davs://", "http://", "https://")
 
 
-def shown(url: str) -> str:
-    """``url`` as a message or the history may show it: no user:password@, no presigned signature."""
-    scheme, sep, rest = url.partition("://")
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "***@" + authority.rpartition("@")[2]
-    return redact_url(f"{scheme}{sep}{authority}{slash}{path}")
-
 
 def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], None],
                 environ: Mapping[str, str] | None = None) -> tuple[Destination, Sender, str]:
@@ -48,7 +40,7 @@ def destination(dest: str, values: Mapping[str, Any], emit: Callable[[dict], Non
     env = os.environ if environ is None else environ
     lower = dest.lower()
     if not lower.startswith(DEST_SCHEMES):
-        raise UsageError(f"{shown(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
+        raise UsageError(f"{shown_url(dest)}: DEST must be s3://BUCKET/PREFIX/ or a WebDAV collection "
                          f"(dav://, davs://, http://, https://) or a dtune serve --writable directory (http(s)://)")
     def make_sender(access) -> Sender:
         return Sender(access, connect_timeout=float(values.get("connect_timeout") or 10),
@@ -136,7 +128,7 @@ def history_row(result: PutResult, dest: str, started: datetime, status: int) ->
     cc = sum(p["cc"] for p in params.values()) or None
     p = max((p["p"] for p in params.values()), default=None)
     return TransferRecord(
-        started_at=started.isoformat(timespec="seconds"), source=shown(dest),
+        started_at=started.isoformat(timespec="seconds"), source=shown_url(dest),
         avg_file_size=(sum(sizes) / len(sizes)) if sizes else None, file_count=len(sizes), total_bytes=sum(sizes),
         rtt_ms=facts.get("rtt_ms"), rtt_how=how.get("rtt"), tcp_buffer=facts.get("tcp_buffer"),
         tcp_buffer_how=how.get("tcp_buffer"), bandwidth_mbps=facts.get("bandwidth_mbps"),
